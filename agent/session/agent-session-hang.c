@@ -17,11 +17,12 @@
 #include "agent/group/agent-workers.h"
 
 /* A hung worker's stacks are in (or could not be had): fail it with the place it was stuck in
- * its root cause (the machine decides: AGENT_IN_HUNG). */
-static void hang_fail(struct agent_session *a, unsigned local_rank, const char *reason)
+ * its root cause, if its generation still runs it (the machine decides: AGENT_IN_HUNG). */
+static void hang_fail(struct hang_ctx *h, const char *reason)
 {
-    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_HUNG, .local_rank = local_rank,
-                                                .text = reason});
+    agent_session_feed(h->a, &(struct agent_input){.kind = AGENT_IN_HUNG,
+                                                   .local_rank = h->local_rank, .gen = h->gen,
+                                                   .text = reason});
 }
 
 static void hang_stacks_done(void *ud, const struct agent_stacks_result *r)
@@ -38,15 +39,12 @@ static void hang_stacks_done(void *ud, const struct agent_stacks_result *r)
         nl = strchr(line, '\n');
         log_warn("  | %.*s", (int)(nl ? nl - line : (ptrdiff_t)strlen(line)), line);
     }
-    if (a->sm.state == AG_RUNNING && a->sm.round.generation == h->gen &&
-        agent_group_rank_running(a->group, h->local_rank)) {
-        if (r->culprit[0])
-            (void)!snprintf(reason, sizeof(reason), "%.100s, %s%.150s", h->reason,
-                            strncmp(r->culprit, "stopped", 7) ? "in " : "", r->culprit);
-        else
-            snprintf(reason, sizeof(reason), "%s", h->reason);
-        hang_fail(a, h->local_rank, reason);
-    }
+    if (r->culprit[0])
+        (void)!snprintf(reason, sizeof(reason), "%.100s, %s%.150s", h->reason,
+                        strncmp(r->culprit, "stopped", 7) ? "in " : "", r->culprit);
+    else
+        snprintf(reason, sizeof(reason), "%s", h->reason);
+    hang_fail(h, reason);
 }
 
 void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool reported,
@@ -59,9 +57,14 @@ void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool r
     bool announced = false;
     int pid = 0;
 
-    if (a->sm.state != AG_RUNNING || a->stacks[local_rank])
+    if (a->stacks[local_rank]) /* they are being asked for already */
         return;
-    *h = (struct hang_ctx){.a = a, .local_rank = local_rank, .gen = a->sm.round.generation};
+    h->asked = false;
+    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_SILENT,
+                                                .local_rank = local_rank});
+    if (!h->asked) /* the machine's: its generation does not run any more */
+        return;
+    *h = (struct hang_ctx){.a = a, .local_rank = local_rank, .asked = true, .gen = h->gen};
     if (reported)
         snprintf(h->reason, sizeof(h->reason), "made no progress for %.1f s after step %" PRIu64,
                  (double)silent_ms / 1000, last_step);
@@ -70,7 +73,7 @@ void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool r
                  "made no first progress report within %.1f s of its start",
                  (double)silent_ms / 1000);
     if (agent_group_hang_info(g, local_rank, &pid, &announced) < 0) {
-        hang_fail(a, local_rank, h->reason);
+        hang_fail(h, h->reason);
         return;
     }
     /* Where is it stuck? Ask it (or gdb, or /proc) before it is killed. */
@@ -82,6 +85,6 @@ void agent_session_group_hang(struct agent_group *g, unsigned local_rank, bool r
     if (agent_stacks_collect(a->loop, pid, announced, file[0] ? file : NULL, hang_stacks_done, h,
                              &a->stacks[local_rank]) < 0) {
         a->stacks[local_rank] = NULL;
-        hang_fail(a, local_rank, h->reason);
+        hang_fail(h, h->reason);
     }
 }

@@ -26,7 +26,8 @@ struct agent_session;
 struct hang_ctx {
     struct agent_session *a;
     unsigned local_rank;
-    uint64_t gen;
+    bool asked;   /* the machine asked for its stacks (AGENT_DO_STACKS) */
+    uint64_t gen; /* in its generation */
     char reason[RDZV_REASON_MAX + 1];
 };
 

@@ -678,9 +678,18 @@ static void on_unhealthy(struct agent_sm *sm, const struct agent_input *in,
     fx->text = sm->reason;
 }
 
-/* Fatal: the daemon refused us, or could not be reached (again) in time. */
+/* Fatal: the daemon refused us, or could not be reached (again) in time. A refused JOIN while
+ * the node waits for its first ROUND, no survivors kept, may be answered by a new node id. */
 static void on_error(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
 {
+    if (in->renewable && sm->state == AG_JOINING &&
+        !agent_sm_has_survivors(sm, in->facts.running)) {
+        struct agent_effect *fx = add(r, AGENT_DO_RENEW);
+
+        fx->text = in->text;
+        fx->code = in->status;
+        return;
+    }
     say(r, RDZV_LOG_ERROR, "%s", in->text);
     if (sm->have_outcome)
         return;
@@ -790,8 +799,12 @@ static void on_joined(struct agent_sm *sm, const struct agent_input *in, struct 
  * no longer RUNNING). */
 static void on_hung(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
 {
+    const bool *running = in->facts.rank_running;
     struct agent_effect *fx;
 
+    if (sm->state != AG_RUNNING || sm->round.generation != in->gen || !running ||
+        !running[in->local_rank])
+        return; /* its generation is over, or it is gone: nothing hangs any more */
     say(r, RDZV_LOG_ERROR,
         "worker rank %" PRId64 " (local rank %u) %s: failing it (--progress-timeout)",
         sm->round.rank_offset + in->local_rank, in->local_rank, in->text);
@@ -898,6 +911,19 @@ int agent_session_step(struct agent_sm *sm, const struct agent_input *in, int64_
         return 0;
     case AGENT_IN_OUTPUT_CLOSED:
         on_output_closed(sm, in, ready);
+        return 0;
+    case AGENT_IN_HEALTH_DUE: /* while the node takes part, unless a check failed */
+        if (!sm->unhealthy && !sm->have_outcome && in->facts.connected &&
+            (sm->state == AG_RUNNING || sm->state == AG_LEFT || sm->state == AG_JOINING))
+            add(ready, AGENT_DO_CHECK);
+        return 0;
+    case AGENT_IN_SILENT: /* its stacks first, while its generation runs */
+        if (sm->state == AG_RUNNING) {
+            struct agent_effect *fx = add(ready, AGENT_DO_STACKS);
+
+            fx->local_rank = in->local_rank;
+            fx->gen = sm->round.generation;
+        }
         return 0;
     case AGENT_IN_UNCONNECTED:
         sm->exit_code = 1;

@@ -64,8 +64,8 @@ enum agent_input_kind {
     AGENT_IN_EVENT,        /* rdzvd's EVENT: event (restart, or the job's outcome) */
     AGENT_IN_WORKER_EXIT,  /* a worker exited: local_rank, status, sig, output_open
                             * (replace_failed) */
-    AGENT_IN_HUNG,         /* a worker made no progress (--progress-timeout): local_rank, text:
-                            * where it was stuck */
+    AGENT_IN_HUNG,         /* a worker made no progress (--progress-timeout): local_rank, gen
+                            * (AGENT_DO_STACKS's), text: where it was stuck */
     AGENT_IN_ALL_EXITED,   /* every worker of the group is gone */
     AGENT_IN_HEALTH_OK,    /* a health check passed, or could not run (unchecked) */
     AGENT_IN_TIMER,        /* a timer of the machine is due: timer */
@@ -76,13 +76,16 @@ enum agent_input_kind {
     AGENT_IN_UNHEALTHY,    /* a health check failed while the node takes part: text */
     AGENT_IN_UNHEALTHY_UNSENT, /* the UNHEALTHY that AGENT_DO_UNHEALTHY asked for did not go out */
     AGENT_IN_ERROR,        /* fatal: rdzvd refused, or could not be reached in time: text;
-                            * status: the exit code if none was set yet */
+                            * status: the exit code if none was set yet; renewable: a new
+                            * node id may answer it (AGENT_DO_RENEW) */
     AGENT_IN_LOST,         /* the connection to rdzvd broke (the adapter closed it): text */
     AGENT_IN_JOINED,       /* JOINED: spare, resumed */
     AGENT_IN_START_CHECKED, /* the check before the first JOIN: ok, or failed with text */
     AGENT_IN_UNCONNECTED,  /* the first connection could not start */
     AGENT_IN_OUTPUT_CLOSED, /* the stderr of an exited worker was read to its end: local_rank,
                              * its exit's status and sig */
+    AGENT_IN_HEALTH_DUE,   /* the periodic health check (--health-interval) is due */
+    AGENT_IN_SILENT,       /* a worker made no progress for --progress-timeout: local_rank */
 };
 
 /* What the machine must know of the world at each step (the adapter's group and client, or a
@@ -109,6 +112,8 @@ struct agent_input {
     int err;
     bool replace_failed; /* WORKER_EXIT: its replacement in the generation could not start */
     bool output_open;    /* WORKER_EXIT: its stderr is still open (OUTPUT_CLOSED follows) */
+    bool renewable;      /* ERROR: rdzvd refused a JOIN on its connection */
+    uint64_t gen;        /* HUNG: the generation it hung in */
     bool unchecked;      /* HEALTH_OK: the check could not run */
     bool ok;             /* CANCEL_SENT */
     bool ended;          /* SCHEDULER */
@@ -144,6 +149,12 @@ enum agent_effect_kind {
     AGENT_DO_KILL,        /* SIGKILL local_rank's process group (a hung worker) */
     AGENT_DO_RESEND_EXIT, /* the last WORKER_EXIT again */
     AGENT_DO_REPLICA_JOINED, /* the replica hosted here hears that the agent joined */
+    AGENT_DO_CHECK,       /* run the periodic health check (its verdict: AGENT_IN_HEALTH_OK or
+                           * AGENT_IN_UNHEALTHY) */
+    AGENT_DO_STACKS,      /* ask for local_rank's stacks, hung in gen (then AGENT_IN_HUNG) */
+    AGENT_DO_RENEW,       /* join again as a new node id after rdzvd's refusal text (its JOINED
+                           * was lost); if the identity cannot be renewed, AGENT_IN_ERROR again
+                           * with the same text and status code, not renewable */
 };
 
 enum agent_start_mode {

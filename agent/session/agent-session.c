@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-session.c: the agent's rendezvous session, the adapter of its step machine
  * (agent-session-sm.h): the client's, the group's and the timers' callbacks become inputs, and
- * each step's Ready is carried out here (messages, workers, timers, the end). It still decides
- * itself a signal to the agent, a lost connection, rdzvd's refusal, no leader reached and a
- * failed health check (docs/design/agent-policy.md); NCCL ids, heartbeats, reconnecting. */
+ * each step's Ready is carried out here (messages, workers, timers, lines to log, the end). It
+ * decides nothing of the session itself (docs/design/agent-policy.md); NCCL ids, heartbeats,
+ * reconnecting. */
 #include "agent/session/agent-session.h"
 
 #include <errno.h>
@@ -36,13 +36,7 @@ static void health_cb(void *ud, bool healthy, const char *reason);
 static void say_end(struct agent_session *a);
 static void send_unhealthy(struct agent_session *a, const char *reason);
 static void join_first(struct agent_session *a);
-
-/* --recovery inplace: READY went out while workers of the last generation keep running (without
- * it, JOINING means every worker has exited). */
-static bool has_survivors(const struct agent_session *a)
-{
-    return agent_sm_has_survivors(&a->sm, a->group ? agent_group_running(a->group) : 0);
-}
+static void renew(struct agent_session *a, const char *msg, int64_t status);
 
 /* What the machine must know of the workers now. */
 static void fill_facts(struct agent_session *a, struct agent_facts *f)
@@ -254,6 +248,16 @@ static void apply_one(struct agent_session *a, const struct agent_effect *fx)
     case AGENT_DO_REPLICA_JOINED:
         agent_replica_joined(&a->rhost);
         return;
+    case AGENT_DO_CHECK:
+        (void)agent_health_run(a->health, health_cb, a); /* -EBUSY: the one running will say */
+        return;
+    case AGENT_DO_STACKS: /* agent_session_group_hang asks for them once the step is over */
+        a->hangs[fx->local_rank].asked = true;
+        a->hangs[fx->local_rank].gen = fx->gen;
+        return;
+    case AGENT_DO_RENEW:
+        renew(a, fx->text, fx->code);
+        return;
     }
 }
 
@@ -328,27 +332,27 @@ static void health_cb(void *ud, bool healthy, const char *reason)
 
 static void health_timer_cb(uv_timer_t *t)
 {
-    struct agent_session *a = t->data;
-
-    if (a->sm.unhealthy || a->sm.have_outcome || !a->client)
-        return;
-    if (a->sm.state != AG_RUNNING && a->sm.state != AG_LEFT && a->sm.state != AG_JOINING)
-        return;
-    (void)agent_health_run(a->health, health_cb, a); /* -EBUSY: the one running will say */
+    agent_session_feed(t->data, &(struct agent_input){.kind = AGENT_IN_HEALTH_DUE});
 }
 
 /* Fatal: the daemon refused us, or could not be reached (again) in time. */
 static void on_error(struct agent_client *c, const char *msg, void *ud)
 {
-    struct agent_session *a = ud;
+    int64_t status = c && agent_client_unanswered(c) ? AGENT_EXIT_NO_RDZVD : 1;
 
-    if (c && agent_identity_renew(&a->join, a->sm.state == AG_JOINING && !has_survivors(a), msg)) {
-        on_lost(c, msg, a); /* its JOINED was lost: join again as a new node id */
+    agent_session_feed(ud, &(struct agent_input){.kind = AGENT_IN_ERROR, .text = msg,
+                                                 .renewable = c != NULL, .status = status});
+}
+
+/* AGENT_DO_RENEW: its JOINED was lost; join again as a new node id, if the identity may be. */
+static void renew(struct agent_session *a, const char *msg, int64_t status)
+{
+    if (a->client && agent_identity_renew(&a->join, true, msg)) {
+        on_lost(a->client, msg, a);
         return;
     }
-    agent_session_feed(a, &(struct agent_input){
-                              .kind = AGENT_IN_ERROR, .text = msg,
-                              .status = c && agent_client_unanswered(c) ? AGENT_EXIT_NO_RDZVD : 1});
+    agent_session_feed(a, &(struct agent_input){.kind = AGENT_IN_ERROR, .text = msg,
+                                                .status = status});
 }
 
 static void on_joined(struct agent_client *c, bool spare, bool resumed, const char *secret,

@@ -531,7 +531,7 @@ static void test_hung_worker_is_failed(void)
 
     rig_init(&g, false);
     round_of(&g, 1);
-    step(&g, (struct agent_input){.kind = AGENT_IN_HUNG, .local_rank = 1,
+    step(&g, (struct agent_input){.kind = AGENT_IN_HUNG, .local_rank = 1, .gen = 1,
                                   .text = "made no progress for 9.0 s after step 3"});
     kill = find(&g, AGENT_DO_KILL);
     ex = find(&g, AGENT_DO_WORKER_EXIT);
@@ -540,6 +540,56 @@ static void test_hung_worker_is_failed(void)
     ASSERT_EQ(g.r.fx[ex].code, 128 + SIGKILL);
     ASSERT_TRUE(strstr(g.r.fx[ex].text, "after step 3") != NULL);
     ASSERT_EQ(g.sm.state, AG_RESTARTING);
+}
+
+/* The adapter's three guards are the machine's. A silent worker's stacks are asked for only
+ * while its generation runs; its failure once they are in only if that generation still runs
+ * it. The periodic health check runs only while the node takes part, connected, no check failed
+ * and no outcome known. A refused JOIN is answered by a new node id only while the node waits
+ * for its first ROUND with no survivors; else it is fatal. */
+static void test_guards_are_the_machines(void)
+{
+    struct rig g;
+    int st;
+
+    rig_init(&g, false);
+    step(&g, (struct agent_input){.kind = AGENT_IN_HEALTH_DUE, .facts.connected = true});
+    ASSERT_TRUE(find(&g, AGENT_DO_CHECK) >= 0);
+    step(&g, (struct agent_input){.kind = AGENT_IN_HEALTH_DUE});
+    ASSERT_EQ(find(&g, AGENT_DO_CHECK), -1); /* not connected */
+    step(&g, (struct agent_input){.kind = AGENT_IN_SILENT, .local_rank = 0});
+    ASSERT_EQ(find(&g, AGENT_DO_STACKS), -1); /* JOINING: no generation runs */
+    step(&g, (struct agent_input){.kind = AGENT_IN_ERROR, .text = "node id known", .status = 1,
+                                  .renewable = true});
+    ASSERT_EQ(g.r.n, 1);
+    ASSERT_EQ(g.r.fx[0].kind, AGENT_DO_RENEW);
+    ASSERT_EQ(strcmp(g.r.fx[0].text, "node id known"), 0);
+    ASSERT_FALSE(g.sm.have_outcome);
+
+    round_of(&g, 3);
+    step(&g, (struct agent_input){.kind = AGENT_IN_SILENT, .local_rank = 1});
+    st = find(&g, AGENT_DO_STACKS);
+    ASSERT_TRUE(st >= 0);
+    ASSERT_EQ(g.r.fx[st].local_rank, 1);
+    ASSERT_EQ(g.r.fx[st].gen, 3);
+    g.rank_running[1] = false; /* it exited meanwhile */
+    step(&g, (struct agent_input){.kind = AGENT_IN_HUNG, .local_rank = 1, .gen = 3, .text = "x"});
+    ASSERT_EQ(g.r.n, 0);
+    g.rank_running[1] = true;
+    step(&g, (struct agent_input){.kind = AGENT_IN_HUNG, .local_rank = 1, .gen = 2, .text = "x"});
+    ASSERT_EQ(g.r.n, 0); /* an older generation's */
+    step(&g, (struct agent_input){.kind = AGENT_IN_HEALTH_DUE, .facts.connected = true});
+    ASSERT_TRUE(find(&g, AGENT_DO_CHECK) >= 0);
+    step(&g, (struct agent_input){.kind = AGENT_IN_UNHEALTHY, .text = "bad GPU",
+                                  .facts.connected = true});
+    step(&g, (struct agent_input){.kind = AGENT_IN_HEALTH_DUE, .facts.connected = true});
+    ASSERT_EQ(find(&g, AGENT_DO_CHECK), -1); /* a check failed already */
+    step(&g, (struct agent_input){.kind = AGENT_IN_ERROR, .text = "node id known", .status = 1,
+                                  .renewable = true});
+    ASSERT_EQ(find(&g, AGENT_DO_RENEW), -1); /* RUNNING: fatal */
+    ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    step(&g, (struct agent_input){.kind = AGENT_IN_SILENT, .local_rank = 0});
+    ASSERT_EQ(find(&g, AGENT_DO_STACKS), -1); /* STOPPING */
 }
 
 /* The check before the first JOIN: passed, the agent joins; failed, it never does (put aside,
@@ -613,6 +663,7 @@ int main(void)
     TEST(test_unhealthy_puts_aside_here_when_unsent);
     TEST(test_signals_from_outside);
     TEST(test_hung_worker_is_failed);
+    TEST(test_guards_are_the_machines);
     TEST(test_start_check_and_fatal_error);
     TEST(test_dropped_spare_and_lost_after_the_outcome);
     return tap_done();
