@@ -113,6 +113,24 @@ static void set_state(struct agent_sm *sm, enum agent_state st, struct agent_rea
     sm->state = st;
 }
 
+void agent_sm_resume(const struct agent_sm *sm, uint64_t incarnation, struct rdzv_resume *rs)
+{
+    bool running = sm->state == AG_RUNNING || sm->state == AG_LEFT || sm->state == AG_RESTARTING;
+
+    memset(rs, 0, sizeof(*rs));
+    if (!running || !sm->round.generation)
+        return;
+    rs->generation = sm->round.generation;
+    rs->node_rank = sm->round.node_rank;
+    rs->nnodes = sm->round.nnodes;
+    rs->rank_offset = sm->round.rank_offset;
+    rs->world_size = sm->round.world_size;
+    rs->restart_count = sm->round.restart_count;
+    rs->master_port = sm->round.master_port;
+    rs->left = sm->state == AG_LEFT;
+    rs->incarnation = incarnation;
+}
+
 bool agent_sm_has_survivors(const struct agent_sm *sm, unsigned running)
 {
     return sm->state == AG_JOINING && running > 0;

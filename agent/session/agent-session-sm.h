@@ -247,5 +247,8 @@ struct agent_sm {
  * filled with what to do, in order. Returns 0, or -EINVAL for an input it does not know. */
 int agent_session_step(struct agent_sm *sm, const struct agent_input *in, int64_t now_ms,
                        struct agent_ready *ready);
+/* The resume a JOIN carries (agent_connect, after a loss): the generation the workers run, as
+ * its ROUND said, and incarnation, the rdzvd that JOINED the agent last; zeroed when none runs. */
+void agent_sm_resume(const struct agent_sm *sm, uint64_t incarnation, struct rdzv_resume *rs);
 /* JOINING with workers of the last generation still running (--recovery inplace). */
 bool agent_sm_has_survivors(const struct agent_sm *sm, unsigned running);

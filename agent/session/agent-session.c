@@ -458,26 +458,12 @@ static void say_end(struct agent_session *a)
 /* (Re)connect to rdzvd and JOIN; after a loss, say which generation our workers run. */
 static int agent_connect(struct agent_session *a)
 {
-    struct rdzv_resume *rs = &a->join.resume;
-    bool running = a->sm.state == AG_RUNNING || a->sm.state == AG_LEFT ||
-                   a->sm.state == AG_RESTARTING;
     int r;
 
-    memset(rs, 0, sizeof(*rs));
     /* How long ago this agent started (the client dates it again as the JOIN leaves): rdzvd starts
      * a job that ended before then afresh (a new run of the same line), not refusing it as over. */
     a->join.age_ms = (int64_t)(rdzv_now_ms() - a->started_ms) + 1;
-    if (running && a->sm.round.generation) {
-        rs->generation = a->sm.round.generation;
-        rs->node_rank = a->sm.round.node_rank;
-        rs->nnodes = a->sm.round.nnodes;
-        rs->rank_offset = a->sm.round.rank_offset;
-        rs->world_size = a->sm.round.world_size;
-        rs->restart_count = a->sm.round.restart_count;
-        rs->master_port = a->sm.round.master_port;
-        rs->left = a->sm.state == AG_LEFT;
-        rs->incarnation = a->incarnation;
-    }
+    agent_sm_resume(&a->sm, a->incarnation, &a->join.resume);
     r = agent_client_start(
         a->loop, &a->eps, a->ep_last, (uint64_t)(a->cfg.connect_timeout_s * 1000), &a->join,
         &(struct agent_client_cbs){.on_round = on_round,
