@@ -465,6 +465,10 @@ static void on_restart(struct agent_sm *sm, const struct agent_facts *f,
         set_state(sm, AG_RESTARTING, r);
         sm->stopping_gen = e->generation;
         sm->restart_pending = true;
+        if (sm->workers_gone) { /* all exited while a failure's report was held */
+            send_ready(sm, f, e->generation, r);
+            return;
+        }
         add_stop(r, SIGTERM);
         return;
     case AG_RESTARTING:

@@ -225,6 +225,26 @@ static void test_exit_hold_until_output_closed(void)
     ASSERT_FALSE(g.sm.held.on);
 }
 
+/* Every worker exited while a failure's report was held (its stderr open), then rdzvd's EVENT
+ * restart of that generation came: nothing is left to stop, READY goes out at once. Found by the
+ * cluster simulator (tests/unit/cluster-traces/held-exit-restart.trace). */
+static void test_exit_hold_then_restart(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    round_of(&g, 2);
+    worker_exit(&g, 0, 1, 0, true);
+    worker_exit(&g, 1, 1, 0, true);
+    all_exited(&g);
+    ASSERT_EQ(find(&g, AGENT_DO_READY), -1);
+    g.now += 10;
+    event(&g, "restart", 2, 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_READY) >= 0);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_READY)].gen, 2);
+    ASSERT_EQ(g.sm.state, AG_JOINING);
+}
+
 /* Its stderr never closes: reported when the timer is due, AGENT_EXIT_HOLD_MS after the exit. */
 static void test_exit_hold_due(void)
 {
@@ -652,6 +672,7 @@ int main(void)
     TEST(test_exit_hold_none_when_closed);
     TEST(test_exit_hold_until_output_closed);
     TEST(test_exit_hold_due);
+    TEST(test_exit_hold_then_restart);
     TEST(test_exit_hold_second_closes_first);
     TEST(test_signal_hold_outlasts_output);
     TEST(test_log_lines_in_the_ready);
