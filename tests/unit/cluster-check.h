@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* cluster-check.h: what the cluster simulator checks (test-cluster-sim.c lists C1 to C6): a
+ * violation noted (the first of a run), what rdzvd tells the agents (the restarts for C5, each
+ * job's end for C3), the agents' outcomes against it (C3), the word a hung job's violation says
+ * of why (C4), and the races found and still open. For test-cluster-sim.c only, after
+ * cluster-agent.h. */
+#pragma once
+
+enum { C1 = 1, C2, C3, C4, C5, C6, C_KINDS };
+static const char *const cs_inv[C_KINDS] = {
+    "", "C1 one world per generation", "C2 no older generation beside a newer one",
+    "C3 every agent's outcome is rdzvd's", "C4 the job ends within its bound",
+    "C5 the job's bounds (budget, scale-ups)", "C6 every message crosses the wire"};
+
+static void cs_bad(int inv, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (W->bad_inv)
+        return;
+    W->bad_inv = inv;
+    va_start(ap, fmt);
+    vsnprintf(W->bad, sizeof(W->bad), fmt, ap);
+    va_end(ap);
+}
+
+/* C5: a restart rdzvd tells (its first EVENT restart of the generation). Scale-ups are not
+ * counted, and each needs two slots of the job's bound (P8a: one for itself, one for a re-form
+ * around its joiners): at most RDZVD_JOB_UNCOUNTED_RESTARTS - 1 within
+ * RDZVD_JOB_UNCOUNTED_WINDOW_MS. (The bound on every restart not counted, whose exceptions hang
+ * on who is a newcomer, is test-job-sim's S7.) The bound goes with the job: a new run, or a job
+ * rdzvd made again from its agents' word (no --state-dir kept its record). */
+static void cs_note_restart(const struct rdzv_event *e)
+{
+    uint64_t key = (uint64_t)W->run << 40 | e->generation;
+
+    if (key <= W->restart_gen)
+        return;
+    W->restart_gen = key;
+    if (W->free_run != W->run || (!W->c.state_dir && W->free_epoch != W->epoch)) {
+        W->nuncounted = 0;
+        W->free_run = W->run;
+        W->free_epoch = W->epoch;
+    }
+    if (!strstr(e->summary, "scale up"))
+        return;
+    while (W->nuncounted && NOW - W->uncounted_at[0] >= (uint64_t)RDZVD_JOB_UNCOUNTED_WINDOW_MS)
+        memmove(&W->uncounted_at[0], &W->uncounted_at[1],
+                --W->nuncounted * sizeof(W->uncounted_at[0]));
+    if (W->nuncounted == RDZVD_JOB_UNCOUNTED_RESTARTS + 1)
+        memmove(&W->uncounted_at[0], &W->uncounted_at[1],
+                --W->nuncounted * sizeof(W->uncounted_at[0]));
+    W->uncounted_at[W->nuncounted++] = NOW;
+    if (W->nuncounted > RDZVD_JOB_UNCOUNTED_RESTARTS - 1)
+        cs_bad(C5, "%u scale-ups within %.0f s (the bound: %d in %d min, P8a), the last of "
+               "generation %" PRIu64, W->nuncounted, (double)(NOW - W->uncounted_at[0]) / 1000,
+               RDZVD_JOB_UNCOUNTED_RESTARTS - 1, RDZVD_JOB_UNCOUNTED_WINDOW_MS / 60000,
+               e->generation);
+}
+
+/* What rdzvd tells the agents: the restarts (C5), and each of the job's ends (C3). */
+static void cs_note_outcome(const struct rdzv_event *e)
+{
+    if (!strcmp(e->type, "restart")) {
+        cs_note_restart(e);
+        return;
+    }
+    if (strcmp(e->type, "succeeded") && strcmp(e->type, "failed") && strcmp(e->type, "cancelled"))
+        return;
+    W->run_ended = true;
+    for (int k = 0; k < W->nouts; k++)
+        if (!strcmp(W->outs[k].summary, e->summary) && !strcmp(W->outs[k].type, e->type))
+            return;
+    if (W->nouts < 8)
+        W->outs[W->nouts++] = *e;
+}
+
+/* The exit code an agent owes the job's end e (agent-session-sm.c's on_outcome). */
+static int cs_exit_of(const struct rdzv_event *e)
+{
+    if (!strcmp(e->type, "succeeded"))
+        return 0;
+    if (!strcmp(e->type, "cancelled"))
+        return e->exit_code > 128 && e->exit_code < 256 ? (int)e->exit_code : 143;
+    return e->exit_code ? (int)e->exit_code : 1;
+}
+
+/* C3: each agent that ended with a job's end (succeeded, failed, cancelled) ended with one that
+ * rdzvd told, and the exit code it owes; none succeeded that rdzvd did not say so. */
+static void cs_check_outcomes(void)
+{
+    for (int a = 0; a < W->c.nagents; a++) {
+        const struct cs_agent *ag = &W->ag[a];
+        const struct rdzv_event *e = NULL;
+
+        if (!ag->started || !ag->done)
+            continue;
+        for (int k = 0; k < W->nouts; k++)
+            if (!strcmp(ag->summary, W->outs[k].summary))
+                e = &W->outs[k];
+        if (!e) {
+            if (!strcmp(ag->outcome, "succeeded"))
+                cs_bad(C3, "node-%d ended succeeded, which rdzvd never said: %s", a,
+                       ag->summary);
+            continue;
+        }
+        if (strcmp(ag->outcome, e->type))
+            cs_bad(C3, "node-%d ended %s, rdzvd said %s: %s", a, ag->outcome, e->type,
+                   e->summary);
+        else if (ag->exit_code != cs_exit_of(e))
+            cs_bad(C3, "node-%d's job %s (exit code %" PRId64 "), the agent's exit code is %d",
+                   a, e->type, e->exit_code, ag->exit_code);
+    }
+}
+
+/* The race of issue 62's note: a worker waits in a generation that is not whole, and another
+ * node left it, its workers done (exit 0: LEAVE sent). */
+static bool cs_waits_for_done(void)
+{
+    for (int a = 0; a < W->c.nagents; a++)
+        for (int k = 0; k < W->c.nproc; k++) {
+            const struct cs_worker *w = &W->ag[a].w[k];
+
+            if (!w->alive || w->exiting || cs_gen_whole(w->gen))
+                continue;
+            for (int b = 0; b < W->c.nagents; b++)
+                if (b != a && W->ag[b].left_key == w->gen)
+                    return true;
+        }
+    return false;
+}
+
+/* The races found and still open (issue 74): a violation that says one of these is counted,
+ * its first trace printed, and it fails no test; its replay (cluster-traces/) keeps it found. */
+static const char *const cs_open[] = {
+    "waits for peers that are done",   /* the in-place scale-up race (issue 62's note) */
+    "a node rdzvd lost trains on", /* one rdzvd: a lost node's workers run until it is back */
+    "a job that ended runs again", /* without --state-dir a restarted rdzvd forgets its end */
+    "formed again after rdzvd restarted", /* a stale resume rebuilds an older generation ... */
+    "as its record has it", /* ... and the nodes of the newer one are refused */
+    "a ROUND came while the node's last workers stopped", /* the ROUND is lost */
+    "a rebuilt generation short of a node that left", /* rdzvd_job_check_all_left's guard */
+    "has already joined job", /* after a partition, an away member's plain JOIN is refused */
+};
+#define CS_OPEN (sizeof(cs_open) / sizeof(cs_open[0]))
+static uint64_t g_open[CS_OPEN];
+
+static int cs_open_race(const char *bad)
+{
+    for (unsigned k = 0; k < CS_OPEN; k++)
+        if (strstr(bad, cs_open[k]))
+            return (int)k;
+    return -1;
+}
+
