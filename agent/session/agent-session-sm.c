@@ -340,12 +340,25 @@ static void on_hold_due(struct agent_sm *sm, const struct agent_facts *f, struct
     worker_failed(sm, f, sm->held.local_rank, sm->held.status, sm->held.sig, r);
 }
 
+static void on_round(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r);
+
 static void on_all_exited(struct agent_sm *sm, const struct agent_facts *f,
                           struct agent_ready *r)
 {
     sm->workers_gone = true;
     if (sm->have_outcome) {
         finish(sm, r);
+        return;
+    }
+    if (sm->state == AG_RESTARTING && sm->round_pending) {
+        /* Placed while they stopped: the ROUND is the answer a READY would have asked for. */
+        struct agent_input next = {.kind = AGENT_IN_ROUND, .facts = *f,
+                                   .round = &sm->next_round};
+
+        sm->round_pending = false;
+        sm->restart_pending = false;
+        set_state(sm, AG_JOINING, r);
+        on_round(sm, &next, r);
         return;
     }
     if (sm->state == AG_RUNNING && !sm->local_failure && !sm->held.on && !sm->grace_on) {
@@ -367,11 +380,23 @@ static void on_round(struct agent_sm *sm, const struct agent_input *in, struct a
     const struct rdzv_round *rd = in->round;
     bool keep;
 
+    if (sm->state == AG_RESTARTING && !sm->have_outcome) {
+        /* rdzvd placed this node while its last workers stop: they stop first. */
+        if (rd != &sm->next_round)
+            sm->next_round = *rd;
+        sm->round_pending = true;
+        say(r, RDZV_LOG_INFO,
+            "ROUND for generation %" PRIu64 " while the last workers stop: taken once they are "
+            "gone",
+            rd->generation);
+        return;
+    }
     if (sm->state != AG_JOINING) {
         say(r, RDZV_LOG_WARN, "ROUND for generation %" PRIu64 " while workers still run: ignored",
             rd->generation);
         return;
     }
+    sm->round_pending = false;
     sm->round = *rd;
     keep = agent_sm_has_survivors(sm, in->facts.running);
     add_gen(r, AGENT_DO_ROUND_BEGIN, rd->generation);
@@ -733,6 +758,8 @@ static void on_error(struct agent_sm *sm, const struct agent_input *in, struct a
 static void on_lost(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
 {
     const struct agent_facts *f = &in->facts;
+
+    sm->round_pending = false; /* a ROUND of the connection lost: rdzvd places the node again */
 
     if (sm->have_outcome) { /* leaving anyway (signalled, put aside, the job over): stay gone */
         sm->awaiting_verdict = false;

@@ -231,6 +231,11 @@ struct agent_sm {
     /* The job went on without this node (JOINED as a spare after a resume of a generation that
      * is over): its workers are stopped even in place; cleared by the next ROUND. */
     bool dropped;
+    /* A ROUND that came while this node's last workers stopped (RESTARTING): it is taken once
+     * they are all gone, instead of a READY for the generation they stopped; dropped when the
+     * connection is lost (rdzvd places the node again). */
+    bool round_pending;
+    struct rdzv_round next_round;
     /* follows: a worker of this agent said "control". plain: a failure came before any did:
      * this generation's workers here all restart, as without in place; cleared by the next
      * ROUND. plain_said: that was said (once an agent's life). */

@@ -151,6 +151,48 @@ static void test_restart_then_ready(void)
     ASSERT_TRUE(find(&g, AGENT_DO_START) >= 0);
 }
 
+/* rdzvd places the node while its last workers stop (a ROUND in RESTARTING): the ROUND is kept,
+ * and taken once they are all gone: the workers of the new generation start, and no READY for the
+ * stopped one goes out (the cluster simulator's round-while-stopping.trace). */
+static void test_round_while_stopping(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    round_of(&g, 5);
+    event(&g, "restart", 5, 0);
+    ASSERT_EQ(g.sm.state, AG_RESTARTING);
+    round_of(&g, 6);
+    g.running = 2; /* still stopping */
+    ASSERT_EQ(find(&g, AGENT_DO_START), -1);
+    ASSERT_EQ(g.sm.state, AG_RESTARTING);
+    all_exited(&g);
+    ASSERT_EQ(find(&g, AGENT_DO_READY), -1);
+    ASSERT_TRUE(find(&g, AGENT_DO_START) >= 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_ROUND_ACK) >= 0);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_ROUND_ACK)].gen, 6);
+    ASSERT_EQ(g.sm.state, AG_RUNNING);
+    ASSERT_EQ(g.sm.round.generation, 6);
+}
+
+/* A ROUND kept while the workers stop belongs to its connection: lost, it is dropped, and the
+ * workers' end asks again with a READY. */
+static void test_round_while_stopping_then_lost(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    round_of(&g, 5);
+    event(&g, "restart", 5, 0);
+    round_of(&g, 6);
+    g.running = 2;
+    step(&g, (struct agent_input){.kind = AGENT_IN_LOST, .text = "connection lost"});
+    all_exited(&g);
+    ASSERT_EQ(find(&g, AGENT_DO_START), -1);
+    ASSERT_TRUE(find(&g, AGENT_DO_READY) >= 0);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_READY)].gen, 5);
+}
+
 /* A worker killed by SIGTERM (a step-wide signal): its report waits AGENT_SIGNAL_HOLD_MS (a timer
  * at now + the hold), then goes out when the timer is due. */
 static void test_signal_hold(void)
@@ -668,6 +710,8 @@ int main(void)
     TEST(test_round_starts_workers);
     TEST(test_worker_failure_reported);
     TEST(test_restart_then_ready);
+    TEST(test_round_while_stopping);
+    TEST(test_round_while_stopping_then_lost);
     TEST(test_signal_hold);
     TEST(test_exit_hold_none_when_closed);
     TEST(test_exit_hold_until_output_closed);

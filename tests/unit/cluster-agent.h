@@ -689,7 +689,7 @@ static void cs_a_deliver(struct cs_msg *msg)
                                         .resumed = msg->u.joined.resumed});
         break;
     case M_ROUND:
-        if (ag->sm.state != AG_JOINING) /* the machine ignores it: noted for C4's word */
+        if (ag->sm.state != AG_JOINING && ag->sm.state != AG_RESTARTING) /* ignored: C4's word */
             W->round_ignored = true;
         ag->join.ran_incarnation = ag->incarnation;
         cs_gen_note(a, &msg->u.round);
