@@ -548,9 +548,8 @@ static void on_outcome(struct agent_sm *sm, const struct agent_facts *f,
     } else {
         sm->exit_code = e->exit_code ? (int)e->exit_code : 1;
     }
-    if (!sm->workers_gone &&
-        (survivors ||
-         (sm->exit_code != 0 && (sm->state == AG_RUNNING || sm->state == AG_RESTARTING)))) {
+    if (!sm->workers_gone && (survivors || sm->state == AG_RUNNING ||
+                              (sm->exit_code != 0 && sm->state == AG_RESTARTING))) {
         if (sm->put_aside)
             say(r, RDZV_LOG_WARN,
                 "stopping local workers: this node takes no further part in the job");
@@ -558,8 +557,9 @@ static void on_outcome(struct agent_sm *sm, const struct agent_facts *f,
             say(r, RDZV_LOG_WARN, "job cancelled: stopping local workers (%s)", e->summary);
         else if (strcmp(e->type, "left") == 0)
             say(r, RDZV_LOG_WARN, "stopping local workers: %s", e->summary);
-        else if (sm->state == AG_RUNNING || survivors)
-            say(r, RDZV_LOG_WARN, "job failed on another node; stopping local workers");
+        else
+            say(r, RDZV_LOG_WARN, "job %s on another node; stopping local workers",
+                sm->exit_code ? "failed" : "succeeded"); /* A19a: beside in-place survivors */
         set_state(sm, AG_STOPPING, r);
         add_stop(r, SIGTERM);
         return;

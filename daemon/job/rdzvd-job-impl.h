@@ -99,6 +99,9 @@ struct rdzvd_member {
     bool ready;            /* no workers running: may be put in the next round */
     uint64_t stopping_gen; /* READY for this generation makes it ready */
     bool left_ok;          /* LEAVE succeeded received for the current generation */
+    /* Placed in the current generation from no place (a spare or a new node): with --recovery
+     * inplace its workers start fresh while the survivors' go on (R17a). */
+    bool newcomer;
     bool signalled;        /* its agent was stopped from outside (CANCEL): it is leaving */
     /* Put aside for start-up failures of the generation that stops: it goes once every node's
      * report is in (rdzvd_job_tell_aside_pending), unless they all failed alike (the job's). */

@@ -154,15 +154,24 @@ void rdzvd_member_remove(struct rdzvd_member *m, const char *why, const struct r
     }
 }
 
-/* The job succeeded when every node of the running generation has sent LEAVE succeeded. */
+/* The job succeeded when every node of the running generation has sent LEAVE succeeded (R17). */
 void rdzvd_job_check_all_left(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *o;
+    int64_t survivors = 0;
 
     if (j->state != JOB_RUNNING || (j->rebuilt && j->nin_round < j->round.nnodes))
         return;
-    for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && !o->left_ok) return;
+    /* R17a: with --recovery inplace, training is over once every survivor (its workers went on
+     * from the generation before) has left succeeded: a newcomer's fresh workers would wait
+     * for peers that are done. With no survivor, every node leaves. */
+    for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && !o->newcomer) survivors++;
+    for_each_member(j, o, pos, tmp)
+    {
+        if (o->node_rank >= 0 && !o->left_ok && !(j->inplace && survivors && o->newcomer))
+            return;
+    }
     rdzvd_job_end(j, "succeeded", 0, "every worker of every node exited 0");
 }
 

@@ -192,6 +192,7 @@ static void close_round(struct rdzvd_job *j, bool bench)
             }
             promoted++;
         }
+        m->newcomer = m->prev_rank < 0 && j->generation > 0;
         m->placed = false;
         m->placed_spent = spent && member_never_ran(m); /* MIN needed it (P8d) */
         rdzvd_member_set_rank(m, rank++);

@@ -401,6 +401,24 @@ static void test_outcome_exit_code(void)
     ASSERT_TRUE(g.sm.put_aside);
 }
 
+/* Told the job succeeded while its workers run (a newcomer beside in-place survivors that are
+ * done, job-policy R17a): they wait for peers that are gone, so they are stopped; exit code 0. */
+static void test_succeeded_while_running_stops_the_workers(void)
+{
+    struct rig g;
+
+    rig_init(&g, true);
+    round_of(&g, 2);
+    event(&g, "succeeded", 2, 0);
+    ASSERT_EQ(g.sm.exit_code, 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    ASSERT_EQ(g.sm.state, AG_STOPPING);
+    ASSERT_TRUE(said(&g, RDZV_LOG_WARN, "job succeeded on another node") >= 0);
+    all_exited(&g);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+    ASSERT_EQ(g.sm.exit_code, 0);
+}
+
 /* The workers could not start: exit code 127 is reported for the node's first rank, and the
  * session stops for the restart. An EVENT restart after all exited 0 (LEFT) gets READY at once. */
 static void test_start_failed_and_restart_after_leave(void)
@@ -721,6 +739,7 @@ int main(void)
     TEST(test_signal_hold_outlasts_output);
     TEST(test_log_lines_in_the_ready);
     TEST(test_outcome_exit_code);
+    TEST(test_succeeded_while_running_stops_the_workers);
     TEST(test_start_failed_and_restart_after_leave);
     TEST(test_inplace_keeps_survivors);
     TEST(test_signal_cancels_and_waits_for_the_verdict);

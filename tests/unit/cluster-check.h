@@ -133,7 +133,6 @@ static bool cs_waits_for_done(void)
 /* The races found and still open (issue 74): a violation that says one of these is counted,
  * its first trace printed, and it fails no test; its replay (cluster-traces/) keeps it found. */
 static const char *const cs_open[] = {
-    "waits for peers that are done",   /* the in-place scale-up race (issue 62's note) */
     "a node rdzvd lost trains on", /* one rdzvd: a lost node's workers run until it is back */
     "a job that ended runs again", /* without --state-dir a restarted rdzvd forgets its end */
     "formed again after rdzvd restarted", /* a stale resume rebuilds an older generation ... */
