@@ -154,6 +154,13 @@ void rdzvd_member_remove(struct rdzvd_member *m, const char *why, const struct r
     }
 }
 
+/* A newcomer of the running generation whose workers reported no step in it (HEARTBEAT
+ * progress, rdzvd-job-progress.c): with --recovery inplace they wait for the survivors (R17a). */
+static bool member_fresh_idle(const struct rdzvd_member *m)
+{
+    return m->newcomer && !(m->progress && m->progress_gen == m->job->generation);
+}
+
 /* The job succeeded when every node of the running generation has sent LEAVE succeeded (R17). */
 void rdzvd_job_check_all_left(struct rdzvd_job *j)
 {
@@ -164,12 +171,12 @@ void rdzvd_job_check_all_left(struct rdzvd_job *j)
     if (j->state != JOB_RUNNING || (j->rebuilt && j->nin_round < j->round.nnodes))
         return;
     /* R17a: with --recovery inplace, training is over once every survivor (its workers went on
-     * from the generation before) has left succeeded: a newcomer's fresh workers would wait
-     * for peers that are done. With no survivor, every node leaves. */
+     * from the generation before) has left succeeded: a newcomer's fresh workers, with no step
+     * reported, would wait for peers that are done. With no survivor, every node leaves. */
     for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && !o->newcomer) survivors++;
     for_each_member(j, o, pos, tmp)
     {
-        if (o->node_rank >= 0 && !o->left_ok && !(j->inplace && survivors && o->newcomer))
+        if (o->node_rank >= 0 && !o->left_ok && !(j->inplace && survivors && member_fresh_idle(o)))
             return;
     }
     rdzvd_job_end(j, "succeeded", 0, "every worker of every node exited 0");

@@ -9,7 +9,7 @@
 /* The scale-up race (issue 74): node 2 joins as the survivors run their last steps. The
  * survivors, told generation 2 in place, finish generation 1 and leave succeeded; node 2's
  * workers would wait in generation 2 for peers that are done. The job ends succeeded. */
-static void test_survivors_done_end_the_job(void)
+static void survivors_done(bool stepped)
 {
     struct fake f[3] = {0};
     struct rdzv_join jn = join_of(0, 2, 3, 0);
@@ -34,12 +34,29 @@ static void test_survivors_done_end_the_job(void)
         run_ms(&e, 10);
     ASSERT_EQ(f[2].round.generation, 2);
     ASSERT_EQ(f[2].round.nnodes, 3);
+    if (stepped)
+        fake_step(&f[2]); /* it trained beside them: it finishes too */
     jt_leave(f[0].m, 2, true);
     ASSERT_FALSE(event_is(&f[2], "succeeded")); /* node 1's workers may still run */
     jt_leave(f[1].m, 2, true);
+    ASSERT_EQ(event_is(&f[2], "succeeded"), !stepped);
+    if (stepped)
+        jt_leave(f[2].m, 2, true);
     for (int i = 0; i < 3; i++)
         ASSERT_TRUE(event_is(&f[i], "succeeded"));
     env_done(&e);
+}
+
+static void test_survivors_done_end_the_job(void)
+{
+    survivors_done(false);
+}
+
+/* A newcomer whose workers reported a step trained beside the survivors: the job waits for its
+ * LEAVE (a rank of it may still write the last checkpoint). */
+static void test_newcomer_that_stepped_is_waited_for(void)
+{
+    survivors_done(true);
 }
 
 /* Without --recovery inplace, every node of the generation leaves before the job succeeds. */
@@ -76,6 +93,7 @@ int main(void)
 {
     rdzv_log_setup("test-job-inplace", RDZV_LOG_ERROR);
     TEST(test_survivors_done_end_the_job);
+    TEST(test_newcomer_that_stepped_is_waited_for);
     TEST(test_restart_waits_for_every_node);
     return tap_done();
 }
