@@ -70,7 +70,8 @@ WORLD = 2       # 2 nodes x 1 worker; the third agent is the spare
 # A restart not charged to the budget: a node lost before it ran, or a late joiner's worker
 # failure before rdzvd saw it run (job-policy.md P7, P7d).
 UNRAN_RE = re.compile(r"went before it ran \(.*\): not charged to the restart budget|"
-                      r"restarting generation \d+ \(restart \d+ of \d+, not counted")
+                      r"(?:restarting|re-forming in place) generation \d+ "
+                      r"\(restart \d+ of \d+, not counted")
 T_RECOVER = 90  # a warranted restart's new generation has started (generous: loaded machine)
 T_QUIET = HB + 3  # after a fault that warrants no restart: this long without a worker start
 T_FINISH = 240  # after the last fault: the job ends
