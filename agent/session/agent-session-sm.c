@@ -754,7 +754,18 @@ static void on_error(struct agent_sm *sm, const struct agent_input *in, struct a
     }
 }
 
-/* The connection to rdzvd broke: keep the workers, reconnect and re-register. */
+/* A30: how long the workers go on with no rdzvd reached. Replicas: a heartbeat timeout (a new
+ * leader goes on without this node). One rdzvd: the window a restarted rdzvd waits for its
+ * nodes (2 heartbeat timeouts and a reconnect wait); one that saw the loss went on at once. */
+_Static_assert(RDZV_RECONNECT_WAIT_MAX_MS == 3000, "on_leaderless_due says 3 s");
+static int64_t leaderless_ms(const struct agent_sm *sm, const struct agent_facts *f)
+{
+    int64_t hb = (int64_t)(sm->heartbeat_timeout_s * 1000);
+
+    return f->endpoints > 1 ? hb : 2 * hb + RDZV_RECONNECT_WAIT_MAX_MS;
+}
+
+/* The connection to rdzvd broke: keep the workers for a while, reconnect and re-register. */
 static void on_lost(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
 {
     const struct agent_facts *f = &in->facts;
@@ -769,33 +780,36 @@ static void on_lost(struct agent_sm *sm, const struct agent_input *in, struct ag
     }
     say(r, RDZV_LOG_WARN, "%s; %s (for up to %.0f s%s)", in->text,
         f->running ? "workers keep running, reconnecting" : "reconnecting", sm->connect_timeout_s,
-        f->endpoints > 1 ? "; stopped if no leader answers within --heartbeat-timeout" : "");
-    if (f->endpoints > 1) {
+        f->endpoints > 1 ? "; stopped if no leader answers within --heartbeat-timeout"
+                         : "; stopped if rdzvd stays away past its rebuild window");
+    if (f->endpoints > 1)
         add(r, AGENT_DO_NEXT_ENDPOINT);
-        timer_arm(sm, AGENT_TIMER_LEADERLESS, (int64_t)(sm->heartbeat_timeout_s * 1000), r);
-    }
+    timer_arm(sm, AGENT_TIMER_LEADERLESS, leaderless_ms(sm, f), r);
     add(r, AGENT_DO_CONNECT);
 }
 
-/* With replicas, no leader was reached for --heartbeat-timeout since the connection was lost:
- * this node may be on the minority side of a partition, where no generation can form, while the
- * majority's leader goes on without it after the same timeout. Its workers stop rather than train
- * a copy of the model that may diverge; the failure is reported once a leader answers, and the
- * job goes on as after any failure. */
+/* No rdzvd was reached for leaderless_ms since the connection was lost (A32). With replicas this
+ * node may be on the minority side of a partition, while the majority's leader goes on without
+ * it; with one rdzvd, rdzvd went on without it, or a restarted one lost it. Its workers stop
+ * rather than train a copy of the model that may diverge; the failure is reported once rdzvd
+ * answers, and the job goes on as after any failure. */
 static void on_leaderless_due(struct agent_sm *sm, const struct agent_facts *f,
                               struct agent_ready *r)
 {
+    bool one = f->endpoints <= 1;
+    double s = (double)leaderless_ms(sm, f) / 1000;
+
     sm->timer_on[AGENT_TIMER_LEADERLESS] = false;
     if (f->running == 0)
         return;
-    snprintf(sm->reason, sizeof(sm->reason),
-             "its node reached no rdzvd leader for %.1f s (--heartbeat-timeout): stopped rather "
-             "than train a copy that may diverge",
-             sm->heartbeat_timeout_s);
+    snprintf(sm->reason, sizeof(sm->reason), "its node reached no rdzvd%s for %.1f s (%s): "
+             "stopped rather than train a copy that may diverge", one ? "" : " leader", s,
+             one ? "2 x --heartbeat-timeout + 3 s" : "--heartbeat-timeout");
     say(r, RDZV_LOG_ERROR,
-        "no rdzvd leader reachable for %.1f s (a partition, or most replicas down): "
-        "stopping the workers rather than train a copy that may diverge; reconnecting",
-        sm->heartbeat_timeout_s);
+        one ? "rdzvd unreachable for %.1f s (2 x --heartbeat-timeout + 3 s): the job may have "
+              "gone on without this node; stopping the workers; reconnecting"
+            : "no rdzvd leader reachable for %.1f s (a partition, or most replicas down): "
+              "stopping the workers rather than train a copy that may diverge; reconnecting", s);
     if (sm->state == AG_RUNNING) {
         bool held = grace_end(sm, r); /* its EVENT restart came already */
         struct agent_effect *fx;

@@ -524,7 +524,8 @@ static void test_leaderless_stops_the_workers(void)
     ASSERT_EQ(g.r.fx[t].timer, AGENT_TIMER_LEADERLESS);
     ASSERT_EQ(g.r.fx[t].due_ms, g.now + 5000);
     g.now += 5000;
-    step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_LEADERLESS});
+    step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_LEADERLESS,
+                                  .facts.endpoints = 3});
     ex = find(&g, AGENT_DO_WORKER_EXIT);
     ASSERT_TRUE(ex >= 0 && find(&g, AGENT_DO_STOP) > ex);
     ASSERT_TRUE(g.r.fx[ex].text && strstr(g.r.fx[ex].text, "no rdzvd leader"));
@@ -532,10 +533,47 @@ static void test_leaderless_stops_the_workers(void)
     step(&g, (struct agent_input){.kind = AGENT_IN_JOINED, .facts.pending_exit = true});
     ASSERT_TRUE(find(&g, AGENT_DO_RESEND_EXIT) >= 0);
     ASSERT_EQ(find(&g, AGENT_DO_TIMER), -1); /* it ran out: nothing to cancel */
-    /* A single endpoint: no leaderless timer. */
+}
+
+/* With one rdzvd, a lost connection keeps the workers for rdzvd's rebuild window: two heartbeat
+ * timeouts and an agent's longest reconnect wait (A30). A JOINED within it cancels the timer
+ * (a restart of rdzvd keeps the workers); past it rdzvd went on without this node, or lost it:
+ * the workers stop and their failure is reported (A32), so a node rdzvd lost trains beside a
+ * newer generation at most that long (the cluster simulator's lost-node-trains-on). */
+static void test_lost_rdzvd_stops_the_workers_after_its_window(void)
+{
+    const int64_t window = 2 * 5000 + RDZV_RECONNECT_WAIT_MAX_MS;
+    struct rig g;
+    int t, ex;
+
+    rig_init(&g, true);
+    g.sm.heartbeat_timeout_s = 5;
+    round_of(&g, 1);
     step(&g, (struct agent_input){.kind = AGENT_IN_LOST, .text = "lost", .facts.endpoints = 1});
-    ASSERT_EQ(find(&g, AGENT_DO_TIMER), -1);
-    ASSERT_TRUE(find(&g, AGENT_DO_CONNECT) >= 0);
+    t = find(&g, AGENT_DO_TIMER);
+    ASSERT_TRUE(t >= 0 && find(&g, AGENT_DO_CONNECT) > t);
+    ASSERT_EQ(find(&g, AGENT_DO_NEXT_ENDPOINT), -1);
+    ASSERT_EQ(g.r.fx[t].timer, AGENT_TIMER_LEADERLESS);
+    ASSERT_EQ(g.r.fx[t].due_ms, g.now + window);
+    ASSERT_EQ(find(&g, AGENT_DO_STOP), -1); /* the workers keep running meanwhile */
+    g.now += window - 1000; /* rdzvd restarted: back within its window, the workers go on */
+    step(&g, (struct agent_input){.kind = AGENT_IN_JOINED, .resumed = true,
+                                  .facts.endpoints = 1});
+    t = find(&g, AGENT_DO_TIMER);
+    ASSERT_TRUE(t >= 0 && g.r.fx[t].due_ms < 0);
+    ASSERT_EQ(find(&g, AGENT_DO_STOP), -1);
+    ASSERT_EQ(g.sm.state, AG_RUNNING);
+    step(&g, (struct agent_input){.kind = AGENT_IN_LOST, .text = "lost", .facts.endpoints = 1});
+    g.now += window;
+    step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_LEADERLESS,
+                                  .facts.endpoints = 1});
+    ex = find(&g, AGENT_DO_WORKER_EXIT);
+    ASSERT_TRUE(ex >= 0 && find(&g, AGENT_DO_STOP) > ex);
+    ASSERT_TRUE(g.r.fx[ex].text && strstr(g.r.fx[ex].text, "reached no rdzvd for 13.0 s (2 x"));
+    ASSERT_EQ(g.sm.state, AG_RESTARTING);
+    step(&g, (struct agent_input){.kind = AGENT_IN_JOINED, .facts.pending_exit = true,
+                                  .facts.endpoints = 1});
+    ASSERT_TRUE(find(&g, AGENT_DO_RESEND_EXIT) >= 0);
 }
 
 /* A health check fails while the node runs: UNHEALTHY goes to rdzvd; not sent, the node puts
@@ -744,6 +782,7 @@ int main(void)
     TEST(test_inplace_keeps_survivors);
     TEST(test_signal_cancels_and_waits_for_the_verdict);
     TEST(test_leaderless_stops_the_workers);
+    TEST(test_lost_rdzvd_stops_the_workers_after_its_window);
     TEST(test_unhealthy_puts_aside_here_when_unsent);
     TEST(test_signals_from_outside);
     TEST(test_hung_worker_is_failed);

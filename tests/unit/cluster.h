@@ -236,7 +236,6 @@ struct cs_world {
     unsigned run;                   /* the job made afresh this many times (cs_key) */
     bool run_ended;                 /* rdzvd told this run's end */
     bool round_ignored;             /* a ROUND came while the agent's workers still ran */
-    bool lost_trains;               /* a node rdzvd lost trained beside a newer generation */
     /* what rdzvd said of its jobs' ends (its EVENTs to the agents), each once */
     struct rdzv_event outs[8];
     int nouts;
