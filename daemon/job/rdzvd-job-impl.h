@@ -164,6 +164,7 @@ struct rdzvd_job {
     struct rdzv_list members;
     int64_t nmembers;
     int64_t nin_round;               /* members with node_rank >= 0 */
+    int64_t nin_done;                /* ranks not held, their member gone once done (rank_done) */
     int64_t nready;                  /* members with ready set */
     int64_t naway;                   /* members away (never ready): they hold no stop */
     struct rdzvd_member_index by_id;   /* node_id -> member: duplicate check */
@@ -172,6 +173,10 @@ struct rdzvd_job {
      * members use, not what its --nnodes MAX allows): */
     struct rdzvd_member **by_req;  /* the member that asked for each node rank */
     struct rdzvd_member **by_rank; /* the member holding each rank of the generation */
+    /* Each rank of the running generation whose member left succeeded, then went (a CANCEL, a
+     * connection lost): it is accounted for, as back and done (R17b), until held again or the
+     * next round closes. nin_done of them. */
+    bool *rank_done;
     int64_t rank_cap;
     struct rdzvd_job_timer timer; /* last call, NCCL id timeout, join timeout, rebuild window */
     const struct rdzvd_job_handlers *handlers;

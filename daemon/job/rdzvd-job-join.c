@@ -629,7 +629,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
                        jn->host, rs->node_rank, j->generation, j->nin_round, j->round.nnodes);
         job_open_deferred(j); /* its first agent back: noted when it fails */
         rdzvd_member_send_joined(m, false, true);
-        if (j->rebuilt && j->nin_round == j->round.nnodes && j->timer_armed) {
+        if (j->rebuilt && j->nin_round + j->nin_done == j->round.nnodes && j->timer_armed) {
             rdzvd_job_timer_stop(j);
             rdzvd_job_note(j, false, "generation %" PRIu64 " rebuilt; its workers never stopped",
                            j->generation);

@@ -79,6 +79,7 @@ out_free:
     rdzvd_job_index_free(j);
     free(j->by_req);
     free(j->by_rank);
+    free(j->rank_done);
     free(j->rebuilt_nodes);
     free(j);
     return NULL;
@@ -90,6 +91,7 @@ void rdzvd_job_freed(struct rdzvd_job *j)
     rdzvd_job_index_free(j);
     free(j->by_req);
     free(j->by_rank);
+    free(j->rank_done);
     free(j->rebuilt_nodes);
     free(j->hist);
     free(j);

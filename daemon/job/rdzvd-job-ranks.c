@@ -19,6 +19,7 @@
 int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n)
 {
     struct rdzvd_member **req, **rank;
+    bool *done;
     int64_t cap = j->rank_cap ? j->rank_cap : 8;
 
     rdzv_assert(n <= j->max);
@@ -36,8 +37,13 @@ int rdzvd_job_ranks_reserve(struct rdzvd_job *j, int64_t n)
     if (!rank)
         return -ENOMEM; /* by_req is larger, rank_cap not: still consistent */
     j->by_rank = rank;
+    done = realloc(j->rank_done, (size_t)cap * sizeof(*done));
+    if (!done)
+        return -ENOMEM; /* by_req and by_rank are larger, rank_cap not: still consistent */
+    j->rank_done = done;
     memset(req + j->rank_cap, 0, (size_t)(cap - j->rank_cap) * sizeof(*req));
     memset(rank + j->rank_cap, 0, (size_t)(cap - j->rank_cap) * sizeof(*rank));
+    memset(done + j->rank_cap, 0, (size_t)(cap - j->rank_cap) * sizeof(*done));
     j->rank_cap = cap;
     return 0;
 }
@@ -76,5 +82,7 @@ void rdzvd_member_set_rank(struct rdzvd_member *m, int64_t rank)
     rdzvd_member_unrank(m);
     m->node_rank = rank;
     j->by_rank[rank] = m;
+    j->nin_done -= j->rank_done[rank]; /* its node is back */
+    j->rank_done[rank] = false;
     j->nin_round++;
 }

@@ -105,6 +105,10 @@ void rdzvd_member_remove(struct rdzvd_member *m, const char *why, const struct r
         end_with_last(m, why, aside != NULL);
         st = j->state;
     }
+    if (in_round && left && st == JOB_RUNNING) { /* its workers were done: accounted for (R17b) */
+        j->rank_done[rank] = true;
+        j->nin_done++;
+    }
     rdzvd_member_forget(m);
     rdzvd_member_unlink(m);
     if (peer && aside)
@@ -161,14 +165,16 @@ static bool member_fresh_idle(const struct rdzvd_member *m)
     return m->newcomer && !(m->progress && m->progress_gen == m->job->generation);
 }
 
-/* The job succeeded when every node of the running generation has sent LEAVE succeeded (R17). */
+/* The job succeeded when every node of the running generation has sent LEAVE succeeded (R17).
+ * A rebuilt one waits for its nodes not back: they may still run, or have failed (the rebuild
+ * window says); a node gone after its LEAVE succeeded is back and done (R17b). */
 void rdzvd_job_check_all_left(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *o;
     int64_t survivors = 0;
 
-    if (j->state != JOB_RUNNING || (j->rebuilt && j->nin_round < j->round.nnodes))
+    if (j->state != JOB_RUNNING || (j->rebuilt && j->nin_round + j->nin_done < j->round.nnodes))
         return;
     /* R17a: with --recovery inplace, training is over once every survivor (its workers went on
      * from the generation before) has left succeeded: a newcomer's fresh workers, with no step

@@ -180,6 +180,9 @@ static void close_round(struct rdzvd_job *j, bool bench)
             m->placed = true;
             taken++;
         }
+    if (j->rank_cap) /* R17b: no rank of the new round is done */
+        memset(j->rank_done, 0, (size_t)j->rank_cap * sizeof(*j->rank_done));
+    j->nin_done = 0;
     for (int64_t i = 0; i < j->max; i++) {
         if (!(m = slots[i]))
             continue;
@@ -410,7 +413,7 @@ static void rebuild_missing_names(struct rdzvd_job *j, char *why, size_t len)
     for (int64_t i = 0; i < j->round.nnodes && i < j->rank_cap; i++) {
         size_t used = strlen(why);
 
-        if (j->by_rank[i])
+        if (j->by_rank[i] || j->rank_done[i]) /* back, or gone once done (R17b) */
             continue;
         if (named == NAMED_MAX) {
             snprintf(why + used, len - used, ", ...");
@@ -455,13 +458,13 @@ void rdzvd_job_fired(struct rdzvd_job *j)
         j->unloaded = true;
         rdzvd_job_free(j);
     } else if (j->state == JOB_RUNNING && j->timer_kind == T_REBUILD &&
-               j->nin_round < j->round.nnodes) {
+               j->nin_round + j->nin_done < j->round.nnodes) {
         char why[RDZV_SUMMARY_MAX + 1];
 
         snprintf(why, sizeof(why),
                  "root cause: %" PRId64 " of %" PRId64 " nodes of generation %" PRIu64
                  " did not come back after rdzvd restarted (or its leader changed)",
-                 j->round.nnodes - j->nin_round, j->round.nnodes, j->generation);
+                 j->round.nnodes - j->nin_round - j->nin_done, j->round.nnodes, j->generation);
         rebuild_missing_names(j, why, sizeof(why));
         /* Nobody of a generation rebuilt from its record came back: its agents went with the
          * old rdzvd, and these are a new launch under the same run_id. Not a failure of the

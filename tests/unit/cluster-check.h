@@ -138,7 +138,6 @@ static const char *const cs_open[] = {
     "a job that ended runs again", /* without --state-dir a restarted rdzvd forgets its end */
     "formed again after rdzvd restarted", /* a stale resume rebuilds an older generation ... */
     "as its record has it", /* ... and the nodes of the newer one are refused */
-    "a rebuilt generation short of a node that left", /* rdzvd_job_check_all_left's guard */
     "has already joined job", /* after a partition, an away member's plain JOIN is refused */
 };
 #define CS_OPEN (sizeof(cs_open) / sizeof(cs_open[0]))

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* test-job-rebuilt-end.c: how a generation rebuilt after an rdzvd restart or a change of leader
+ * ends (job-policy R17b), driven with fake agents (jobtest.h). It succeeds once every node of it
+ * is accounted for and done: back and left succeeded, or gone after its LEAVE succeeded (a node
+ * that left the job on a signal once its workers had exited 0). A node that has not come back
+ * may still run, or may have failed: the job waits for it, until the rebuild window ends. */
+#include <signal.h>
+#include <string.h>
+
+#include "common/rdzv-log.h"
+#include "jobtest.h"
+
+/* A resume of node i of a 4-node generation 1, restart 0 (--nnodes 2:4, 2 workers per node). */
+static struct rdzv_join resume4(int i, int64_t hb_ms, int64_t max_restarts)
+{
+    struct rdzv_join jn = resume_of(i, 1, 0, max_restarts);
+
+    jn.max = 4;
+    jn.heartbeat_timeout_ms = hb_ms;
+    jn.resume.nnodes = 4;
+    jn.resume.world_size = 8;
+    return jn;
+}
+
+/* Nodes 0..n-1 of the rebuilt generation back (the first rebuilds it from its claim). */
+static void back(struct env *e, struct fake *f, int n, int64_t hb_ms, int64_t max_restarts)
+{
+    for (int i = 0; i < n; i++) {
+        struct rdzv_join jn = resume4(i, hb_ms, max_restarts);
+
+        ASSERT_OK(join(e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+    }
+}
+
+/* Node 0's workers all exit 0 (LEAVE succeeded); then its agent gets SIGTERM (CANCEL): it
+ * leaves the job, which goes on without it. */
+static void first_done_then_gone(struct fake *f)
+{
+    jt_leave(f[0].m, 1, true);
+    jt_cancel(f[0].m, SIGTERM, "");
+    ASSERT_TRUE(event_is(&f[0], "left"));
+}
+
+/* The race the cluster simulator found (cluster-traces/rebuilt-short-never-ends.trace): its 4
+ * nodes back, node 0 done and gone, the last LEAVE ends the job succeeded. */
+static void test_node_gone_after_its_leave_is_accounted_for(void)
+{
+    struct fake f[4] = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    back(&e, f, 4, 60000, 0);
+    first_done_then_gone(f);
+    jt_leave(f[1].m, 1, true);
+    jt_leave(f[3].m, 1, true);
+    ASSERT_FALSE(event_is(&f[2], "succeeded")); /* node 2's workers may still run */
+    jt_leave(f[2].m, 1, true);
+    for (int i = 1; i < 4; i++)
+        ASSERT_TRUE(event_is(&f[i], "succeeded"));
+    ASSERT_TRUE(event_is(&f[0], "left"));
+    env_done(&e);
+}
+
+/* Why a rebuilt generation waits for its nodes: one not back may still run, or may have failed.
+ * The nodes back all left succeeded, node 0 gone since; the job waits for node 3, which comes
+ * back done. */
+static void test_node_not_back_is_waited_for(void)
+{
+    struct fake f[4] = {0};
+    struct rdzv_join jn = resume4(3, 60000, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    back(&e, f, 3, 60000, 0);
+    first_done_then_gone(f);
+    jt_leave(f[1].m, 1, true);
+    jt_leave(f[2].m, 1, true);
+    for (int i = 1; i < 3; i++)
+        ASSERT_FALSE(event_is(&f[i], "succeeded"));
+    jn.resume.left = true; /* its LEAVE went with the old rdzvd */
+    ASSERT_OK(join(&e, &f[3], &jn));
+    for (int i = 1; i < 4; i++)
+        ASSERT_TRUE(event_is(&f[i], "succeeded"));
+    env_done(&e);
+}
+
+/* The rebuild window: a node gone after its LEAVE counts as back. With nodes 1 and 2 back too,
+ * the window ends with only node 3 missing, the one its record names as not back. */
+static void test_window_counts_a_node_gone_after_its_leave(void)
+{
+    struct rdzvd_job_record_node nodes[4] = {{"node-0", 2}, {"node-1", 2}, {"node-2", 2},
+                                             {"node-3", 2}};
+    struct rdzvd_job_record rec = {.min = 2, .max = 4, .max_restarts = 3, .generation = 1,
+                                   .running = true, .nnodes = 4, .world_size = 8,
+                                   .store_port = 41000, .nodes = nodes};
+    struct fake f[4] = {0};
+    char path[64];
+    int fd = jt_state_dir(path, sizeof(path));
+    struct env e;
+
+    snprintf(rec.run_id, sizeof(rec.run_id), "job");
+    jt_record_save(fd, &rec);
+    env_init(&e, fd);
+    jt_remember_secrets(&e, "job");
+    back(&e, f, 3, 40, 3);
+    first_done_then_gone(f);
+    for (int t = 0; t < 50 && !f[1].nevents; t++) {
+        jt_heartbeat(f[1].m);
+        jt_heartbeat(f[2].m);
+        run_ms(&e, 10);
+    }
+    ASSERT_TRUE(event_is(&f[1], "restart"));
+    ASSERT_TRUE(strstr(f[1].event.summary, "1 of 4 nodes of generation 1 did not come back") !=
+                NULL);
+    ASSERT_TRUE(strstr(f[1].event.summary, "changed): node rank 3 (node id node-3)") != NULL);
+    env_done(&e);
+    jt_state_dir_done(fd, path);
+}
+
+/* Its other nodes all back, node 0 gone after its LEAVE: the generation is rebuilt, and the
+ * window's end restarts nothing. */
+static void test_all_accounted_for_ends_the_window(void)
+{
+    struct fake f[4] = {0};
+    struct rdzv_join jn = resume4(3, 40, 0);
+    struct env e;
+
+    env_init(&e, -1);
+    back(&e, f, 3, 40, 0);
+    first_done_then_gone(f);
+    ASSERT_OK(join(&e, &f[3], &jn));
+    for (int t = 0; t < 30; t++) {
+        for (int i = 1; i < 4; i++)
+            jt_heartbeat(f[i].m);
+        run_ms(&e, 10);
+    }
+    for (int i = 1; i < 4; i++)
+        ASSERT_EQ(f[i].nevents, 0);
+    for (int i = 1; i < 4; i++)
+        jt_leave(f[i].m, 1, true);
+    for (int i = 1; i < 4; i++)
+        ASSERT_TRUE(event_is(&f[i], "succeeded"));
+    env_done(&e);
+}
+
+int main(void)
+{
+    rdzv_log_setup("test-job-rebuilt-end", RDZV_LOG_ERROR);
+    TEST(test_node_gone_after_its_leave_is_accounted_for);
+    TEST(test_node_not_back_is_waited_for);
+    TEST(test_window_counts_a_node_gone_after_its_leave);
+    TEST(test_all_accounted_for_ends_the_window);
+    return tap_done();
+}
