@@ -448,6 +448,8 @@ void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, con
 /* The round is complete (NCCL ids and store in place): RUNNING, the record saved, and each
  * member of the generation sent its ROUND. */
 void rdzvd_job_send_rounds(struct rdzvd_job *j);
+/* m's ROUND of the running generation (it holds a node rank in it), and its start grace. */
+void rdzvd_member_send_own_round(struct rdzvd_member *m);
 /* No store could be opened for the generation (err): the job fails, saying so. */
 void rdzvd_job_store_failed(struct rdzvd_job *j, int err);
 /* uncounted: NULL for a failure (charged to the budget), else why it is not one. kind: the

@@ -476,6 +476,13 @@ static bool secret_ok(const struct rdzvd_member *m, const struct rdzv_join *jn)
     return rdzvd_member_secret_equal(jn->secret, m->secret);
 }
 
+/* m holds a node rank in the job's generation, running or stopping, and its agent never took its
+ * ROUND: no HEARTBEAT of that generation came (rdzvd-job-progress.c), no worker of it started. */
+static bool round_not_taken(const struct rdzvd_member *m, enum job_state st)
+{
+    return m->job->state == st && m->node_rank >= 0 && m->ran_gen != m->job->generation;
+}
+
 /* A JOIN that names a node id the job's table knows (ADMITTED: its first JOIN, before a restart
  * or a change of leader too) must carry the secret rdzvd gave that node: q->proven. A node id
  * it does not know is a new node's. 0, or -EPERM with q->err set. */
@@ -809,28 +816,33 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
               check_join_recovery(q, j->inplace) < 0))
         return -EINVAL;
     m = j ? rdzvd_member_index_find(&j->by_id, jn->node_id) : NULL;
-    if (m && m->node_rank < 0 && m->peer != peer && (!m->peer || rdzvd_member_stalled(m)) &&
-        secret_ok(m, jn)) {
-        /* An agent without workers (a spare, a candidate) back on a new connection after it
-         * found rdzvd stalled: the same member, not a duplicate. */
+    if (m && (m->node_rank < 0 || round_not_taken(m, JOB_STOPPING)) && m->peer != peer &&
+        (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {
+        /* An agent without workers (a spare, a candidate, a node of the generation stopping
+         * that never took its ROUND: R4a) back on a new connection after it found rdzvd
+         * stalled: the same member, not a duplicate. */
         member_take_over(m, peer);
         *ret = m;
-        rdzvd_member_send_joined(m, j->state != JOB_FORMING, false);
+        rdzvd_member_send_joined(m, j->state != JOB_FORMING && m->node_rank < 0, false);
         if (!m->ready)
             rdzvd_member_ready(m, m->stopping_gen); /* it has no workers left to stop */
         else if (j->state == JOB_FORMING)
             rdzvd_job_try_close(j);
         return 0;
     }
-    if (m && j->state == JOB_NCCL && m->node_rank >= 0 && m->peer != peer &&
-        (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {
-        /* A node of the round being formed (no worker started: no generation to resume) back on
-         * a new connection after it found rdzvd stalled: its place, and node rank 0 is asked
-         * again what its old connection was asked (the answer may have gone with it). */
+    if (m && m->node_rank >= 0 && (j->state == JOB_NCCL || round_not_taken(m, JOB_RUNNING)) &&
+        m->peer != peer && (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {
+        /* A node of the round being formed, or of the running generation whose ROUND went with
+         * its old connection (no worker started: no generation to resume), back on a new
+         * connection after it found rdzvd silent: its place (R4a). Node rank 0 of a round being
+         * formed is asked again what its old connection was asked (the answer may have gone
+         * with it); a node of the running generation is sent its ROUND again. */
         member_take_over(m, peer);
         *ret = m;
         rdzvd_member_send_joined(m, false, false);
-        if (m->node_rank == 0)
+        if (j->state == JOB_RUNNING)
+            rdzvd_member_send_own_round(m);
+        else if (m->node_rank == 0)
             (void)rdzvd_member_send_nccl_request(m, j->nccl_want, j->nccl_store);
         return 0;
     }

@@ -88,20 +88,25 @@ void rdzvd_job_send_rounds(struct rdzvd_job *j)
                    j->restart_count, j->max_restarts);
     for_each_member(j, m, pos, tmp)
     {
-        struct rdzv_round *rd = &j->round;
-
-        if (m->node_rank < 0 || !m->peer)
-            continue;
-        rd->node_rank = m->node_rank;
-        rd->rank_offset = m->rank_offset;
-        /* Node rank 0's agent's, or "": the op puts rdzvd's address as this agent reached it. */
-        memcpy(rd->master_addr, j->store_addr, sizeof(j->store_addr));
-        rd->master_port = j->store_port;
-        rdzvd_member_send_round(m, rd);
-        /* Workers are starting: a longer heartbeat grace until the next heartbeat. */
-        rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms * RDZVD_JOB_INIT_GRACE_FACTOR);
+        if (m->node_rank >= 0 && m->peer)
+            rdzvd_member_send_own_round(m);
     }
     rdzvd_job_flush(j);
+}
+
+void rdzvd_member_send_own_round(struct rdzvd_member *m)
+{
+    struct rdzvd_job *j = m->job;
+    struct rdzv_round *rd = &j->round;
+
+    rd->node_rank = m->node_rank;
+    rd->rank_offset = m->rank_offset;
+    /* Node rank 0's agent's, or "": the op puts rdzvd's address as this agent reached it. */
+    memcpy(rd->master_addr, j->store_addr, sizeof(j->store_addr));
+    rd->master_port = j->store_port;
+    rdzvd_member_send_round(m, rd);
+    /* Workers are starting: a longer heartbeat grace until the next heartbeat. */
+    rdzvd_member_hb_arm(m, (uint64_t)j->hb_timeout_ms * RDZVD_JOB_INIT_GRACE_FACTOR);
 }
 
 static struct rdzvd_member *rank0_member(struct rdzvd_job *j)

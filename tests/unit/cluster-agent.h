@@ -727,7 +727,9 @@ static void cs_a_deliver(struct cs_msg *msg)
             rdzvd_job_view(&W->jobs, "job") &&
             rdzvd_job_view(&W->jobs, "job")->state != JOB_ENDED)
             cs_bad(3, "node-%d, which ran generation %" PRIu64 ", is refused while its job goes "
-                   "on (its agent ends, exit 1): %s", a, ag->sm.round.generation, msg->u.error);
+                   "on (its agent ends, exit 1): %s%s", a, ag->sm.round.generation, msg->u.error,
+                   msg->old_held ? " (its JOIN came before rdzvd saw its old connection "
+                                   "close)" : "");
         break;
     case M_FIN:
         cs_a_lost(a, msg->conn, "rdzvd closed the connection");

@@ -138,7 +138,9 @@ static const char *const cs_open[] = {
     "a job that ended runs again", /* without --state-dir a restarted rdzvd forgets its end */
     "formed again after rdzvd restarted", /* a stale resume rebuilds an older generation ... */
     "as its record has it", /* ... and the nodes of the newer one are refused */
-    "has already joined job", /* after a partition, an away member's plain JOIN is refused */
+    /* a lost connection: the agent's JOIN back comes before rdzvd sees the old one close, and
+     * a plain JOIN for a member with a live connection is refused (R4a takes only one gone) */
+    "before rdzvd saw its old connection close",
 };
 #define CS_OPEN (sizeof(cs_open) / sizeof(cs_open[0]))
 static uint64_t g_open[CS_OPEN];

@@ -103,6 +103,7 @@ struct cs_msg {
         struct rdzv_nccl_request nreq;
         char error[RDZV_ERROR_MAX + 1];
     } u;
+    bool old_held; /* an ERROR refusing a JOIN: rdzvd held the agent's old connection then */
 };
 
 /* A connection between agent a and one rdzvd (epoch: its incarnation in this world). */
@@ -333,6 +334,19 @@ static int cs_conn_new(int a)
     c = &W->conns[W->nconns];
     *c = (struct cs_conn){.a = a, .epoch = W->epoch, .a_open = true, .r_open = true};
     return W->nconns++;
+}
+
+/* rdzvd still holds another connection of agent a than ci, bound to its member: it has not seen
+ * it close (a lost connection's end reaches each side in its own time). */
+static bool cs_old_conn_held(int a, int ci)
+{
+    for (int k = 0; k < W->nconns; k++) {
+        const struct cs_conn *c = &W->conns[k];
+
+        if (k != ci && c->a == a && c->m && !c->r_closed && c->epoch == W->epoch)
+            return true;
+    }
+    return false;
 }
 
 /* ---- rdzvd's host: the ops the machine reaches the world through ---- */
@@ -676,6 +690,7 @@ static void cs_r_deliver(struct cs_msg *msg)
             } else {
                 e = cs_msg_new(M_ERROR);
                 snprintf(e->u.error, sizeof(e->u.error), "%s", rd.err);
+                e->old_held = cs_old_conn_held(c->a, msg->conn);
             }
             cs_send(msg->conn, false, e);
             cs_r_close(cs_peer_of(msg->conn));
