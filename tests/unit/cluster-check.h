@@ -135,6 +135,7 @@ static bool cs_waits_for_done(void)
  * A node rdzvd lost that trains beside a newer generation is none: C2 allows it within
  * cs_stale_bound (cluster-agent.h), the bound its agent keeps (agent-policy A30, A32). */
 static const char *const cs_open[] = {
+    "waits for peers that are done", /* in place: a late survivor started again (issue 74) */
     "a job that ended runs again", /* without --state-dir a restarted rdzvd forgets its end */
     "formed again after rdzvd restarted", /* a stale resume rebuilds an older generation ... */
     "as its record has it", /* ... and the nodes of the newer one are refused */
