@@ -45,7 +45,8 @@ enum rdzvd_job_move_kind {
     JOB_MOVE_STOP,    /* RUNNING -> STOPPING: a restart; restart count + counted */
     JOB_MOVE_STOPPED, /* STOPPING -> FORMING: every member of the stopped generation is ready */
     JOB_MOVE_RESTORE, /* FORMING at generation 0 -> RUNNING (running) or FORMING: a new job
-                       * rebuilt from its record, at the record's generation and restart count */
+                       * rebuilt from its record, at the record's generation and restart count;
+                       * or FORMING at claim_gen, stopped, to a newer claim (W5a) */
     JOB_MOVE_END,     /* FORMING, NCCL, RUNNING -> ENDED (a stopping job forms next, or goes
                        * with its last member) */
     _JOB_MOVE_MAX,
@@ -183,6 +184,9 @@ struct rdzvd_job {
     bool timer_armed;
     enum job_timer timer_kind;
     bool rebuilt;       /* recreated after a daemon restart */
+    /* The generation rebuilt from an agent's resume alone (no record: W5), 0: none. A resume of
+     * a newer one rebuilds the job again (W5a). */
+    uint64_t claim_gen;
     /* The nodes of the generation rebuilt from its record (round.nnodes of them, by node rank;
      * owned), or NULL (the record has none, or the job was not rebuilt): only the node a record
      * names at a node rank resumes it (rdzvd-job-join.c). Freed when the next round forms. */

@@ -237,10 +237,12 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec, uint64
         return r;
     /* Agents that do not come back within this window count as lost (rebuild_window). */
     rdzvd_job_timer_start(j, T_REBUILD, window_ms);
-    rdzvd_job_note(j, false,
+    rdzvd_job_note(j, j->claim_gen != 0,
                    "rebuilding generation %" PRIu64 " (%" PRId64
-                   " nodes%s) from reconnecting agents",
-                   j->generation, rec->nnodes, j->rebuilt_nodes ? ", named by its record" : "");
+                   " nodes%s) from reconnecting agents%s",
+                   j->generation, rec->nnodes, j->rebuilt_nodes ? ", named by its record" : "",
+                   j->claim_gen ? ": a resume of it came after one of an older generation, whose "
+                                  "nodes stop their workers and rejoin (W5a)" : "");
     return 0;
 }
 
@@ -331,6 +333,17 @@ static int check_room(struct join_req *q)
                   h->max_jobs, q->jn->run_id);
 }
 
+/* The record a resume's claim stands for, when rdzvd has none (W5): its generation running. */
+static void claim_record(struct rdzvd_job_record *rec, const struct rdzv_resume *rs)
+{
+    rec->generation = rs->generation;
+    rec->running = true;
+    rec->nnodes = rs->nnodes;
+    rec->world_size = rs->world_size;
+    rec->store_port = (uint16_t)rs->master_port;
+    rec->restart_count = rs->restart_count;
+}
+
 /* The job jn names is not in memory: after an rdzvd restart, rebuild it from its record in
  * --state-dir (or, after a failover, in the replicas' job table), else (no record) from what a
  * resuming agent says. *ret: the job, or NULL when
@@ -361,12 +374,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
     if (r == -ENOENT && rs->generation) {
         /* No record (no --state-dir, or none written): the claim is all there is, and only an
          * rdzvd that restarted (or a new leader: another incarnation) may take it. */
-        rec->generation = rs->generation;
-        rec->running = true;
-        rec->nnodes = rs->nnodes;
-        rec->world_size = rs->world_size;
-        rec->store_port = (uint16_t)rs->master_port;
-        rec->restart_count = rs->restart_count;
+        claim_record(rec, rs);
         claimed = true;
         /* A claim makes a job as a new JOIN does: within the bound. */
         if ((r = check_room(q)) < 0)
@@ -384,6 +392,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         job_unbuild(j, !claimed); /* a claim has no record to go back to */
         return refuse(q, r, "rdzvd could not reopen the job's store: %s", rdzvd_job_strerror(r));
     }
+    j->claim_gen = claimed ? j->generation : 0;
     *ret = j;
     return 0;
 }
@@ -570,6 +579,59 @@ static const struct rdzvd_job_record *rebuilt_as_recorded(const struct rdzvd_job
     return rec;
 }
 
+/* W5a: j runs the generation it was rebuilt from a resume's claim alone (no record), and rs
+ * (of a node that is not a member) names a newer one, as far in the budget. The first claim
+ * was stale: its agent was cut off before the job moved on, and never heard of the
+ * generations after it. */
+static bool claim_is_newer(const struct rdzvd_job *j, const struct rdzv_resume *rs)
+{
+    return j->claim_gen && j->claim_gen == j->generation && j->state == JOB_RUNNING &&
+           rs->generation > j->generation && rs->restart_count >= j->restart_count;
+}
+
+/* The newest resume wins (W5a): the generation rebuilt from a stale claim stops, each node back
+ * in it is told it is over and rejoins as a new member (as R3), and j is rebuilt from q's newer
+ * claim, its store on the port that claim names. 0, or a negative errno with q->err set. */
+static int rebuild_newer_claim(struct join_req *q, struct rdzvd_job *j)
+{
+    static const enum rdzvd_job_move_kind stop[] = {JOB_MOVE_STOP, JOB_MOVE_STOPPED};
+    const struct rdzv_resume *rs = &q->jn->resume;
+    struct rdzvd_job_record rec = {.generation = 0};
+    struct rdzv_event e = {.type = "restart", .generation = j->generation};
+    struct rdzv_list *pos, *tmp;
+    struct rdzvd_member *m;
+    int r = 0;
+
+    snprintf(e.summary, sizeof(e.summary),
+             "generation %" PRIu64 " is over (the job is at generation %" PRIu64
+             "); this node rejoins as a new member",
+             j->generation, rs->generation);
+    for (unsigned k = 0; k < sizeof(stop) / sizeof(stop[0]) && r == 0; k++)
+        r = rdzvd_job_move(j, &(struct rdzvd_job_move){.kind = stop[k]});
+    if (r < 0)
+        goto out_refuse;
+    rdzvd_job_close_store(j); /* the older generation's: job_rebuild opens the newer's */
+    for_each_member(j, m, pos, tmp)
+    {
+        if (m->node_rank < 0)
+            continue;
+        rdzvd_member_unrank(m); /* not ready: its workers run (R2) */
+        m->prev_rank = -1;
+        m->left_ok = false;
+        m->stopping_gen = e.generation;
+        rdzvd_member_send_event(m, &e);
+    }
+    memset(&j->round, 0, sizeof(j->round));
+    claim_record(&rec, rs);
+    if ((r = job_rebuild(j, &rec, rebuild_window(j, REBUILT_BY_JOIN), false)) < 0)
+        goto out_refuse;
+    j->claim_gen = j->generation;
+    return 0;
+out_refuse:
+    return refuse(q, r, "rdzvd could not rebuild job '%s' from the newer resume: %s", j->run_id,
+                  strerror(-r));
+}
+
 /* A reconnecting agent, on peer, whose workers run generation jn->resume.generation. */
 static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
 {
@@ -588,11 +650,18 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
             return r;
         created = true;
     } else if (check_join_matches(q, j->min, j->max, j->max_restarts) < 0 ||
-               check_join_recovery(q, j->inplace) < 0 || check_join_command(q, j->command) < 0 ||
-               check_resume_claim(q, rebuilt_as_recorded(j, &q->rec)) < 0) {
+               check_join_recovery(q, j->inplace) < 0 || check_join_command(q, j->command) < 0) {
         return -EINVAL;
     }
     old = rdzvd_member_index_find(&j->by_id, jn->node_id);
+    if (!created && !old && claim_is_newer(j, rs)) {
+        if (check_resume_claim(q, NULL) < 0)
+            return -EINVAL;
+        if ((r = rebuild_newer_claim(q, j)) < 0)
+            return r;
+    } else if (!created && check_resume_claim(q, rebuilt_as_recorded(j, &q->rec)) < 0) {
+        return -EINVAL;
+    }
     if (old && old->peer != peer && !secret_ok(old, jn)) {
         if (created)
             job_unbuild(j, true);

@@ -68,7 +68,8 @@ int rdzvd_job_move(struct rdzvd_job *j, const struct rdzvd_job_move *mv)
     int r;
 
     if (!rdzvd_job_move_legal(j->state, mv) ||
-        (mv->kind == JOB_MOVE_RESTORE && j->generation != 0) ||
+        (mv->kind == JOB_MOVE_RESTORE && j->generation != 0 &&
+         !(j->generation == j->claim_gen && mv->generation > j->generation)) ||
         (mv->kind == JOB_MOVE_UNDO && j->generation == 0)) {
         log_error("job=%s: move '%s' refused in state %s (generation %" PRIu64 "); nothing changed",
                   j->run_id, rdzvd_job_move_name(mv->kind), rdzvd_job_state_names[j->state],

@@ -137,8 +137,6 @@ static bool cs_waits_for_done(void)
 static const char *const cs_open[] = {
     "waits for peers that are done", /* in place: a late survivor started again (issue 74) */
     "a job that ended runs again", /* without --state-dir a restarted rdzvd forgets its end */
-    "formed again after rdzvd restarted", /* a stale resume rebuilds an older generation ... */
-    "as its record has it", /* ... and the nodes of the newer one are refused */
     /* a lost connection: the agent's JOIN back comes before rdzvd sees the old one close, and
      * a plain JOIN for a member with a live connection is refused (R4a takes only one gone) */
     "before rdzvd saw its old connection close",
