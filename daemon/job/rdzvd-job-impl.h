@@ -184,8 +184,9 @@ struct rdzvd_job {
     bool timer_armed;
     enum job_timer timer_kind;
     bool rebuilt;       /* recreated after a daemon restart */
-    /* The generation rebuilt from an agent's resume alone (no record: W5), 0: none. A resume of
-     * a newer one rebuilds the job again (W5a). */
+    /* The generation rebuilt from agents' resumes alone (no record: W5) while its nodes are not
+     * all back, 0: none. A resume of a newer one rebuilds the job again (W5a); a restart of it
+     * ends the job (R26a). */
     uint64_t claim_gen;
     /* The nodes of the generation rebuilt from its record (round.nnodes of them, by node rank;
      * owned), or NULL (the record has none, or the job was not rebuilt): only the node a record

@@ -707,6 +707,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
         rdzvd_member_send_joined(m, false, true);
         if (j->rebuilt && j->nin_round + j->nin_done == j->round.nnodes && j->timer_armed) {
             rdzvd_job_timer_stop(j);
+            j->claim_gen = 0; /* whole: it runs as any (W5a, R26a no longer) */
             rdzvd_job_note(j, false, "generation %" PRIu64 " rebuilt; its workers never stopped",
                            j->generation);
         } else if (j->rebuilt && j->nin_round == 1 && j->timer_armed &&

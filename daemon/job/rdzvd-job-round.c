@@ -342,7 +342,7 @@ void rdzvd_job_stop_now(struct rdzvd_job *j)
 void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *uncounted,
                        int64_t exit_code, const char *summary)
 {
-    bool counted = !uncounted, aside = j->aside_cause, slow = j->straggler_cause;
+    bool counted = !uncounted, aside = j->aside_cause, slow = j->straggler_cause, claimed;
     double cause_s = j->cause_s;
     struct rdzv_event e = {.type = "restart", .startup_grace_ms = j->startup_grace_ms};
     char delay[96];
@@ -356,14 +356,24 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
     j->startup_grace_ms = 0;
     if (j->state != JOB_RUNNING) /* ended, already stopping, or no worker started yet */
         return;
-    if (!counted)
+    /* R26a: a generation rebuilt from resumes alone (no --state-dir: W5) whose nodes are not
+     * all back may be a job that ended while they were away: it never runs again. */
+    claimed = j->claim_gen == j->generation && j->nin_round + j->nin_done < j->round.nnodes;
+    if (!counted && !claimed)
         uncounted_keep(j); /* recorded with the decision (STOPPED) */
-    if (counted && j->restart_count >= j->max_restarts) {
+    if (claimed || (counted && j->restart_count >= j->max_restarts)) {
         char why[RDZV_SUMMARY_MAX + 1];
 
-        snprintf(why, sizeof(why),
-                 "%s; restart budget exhausted (%" PRId64 " of %" PRId64 " restarts used)", summary,
-                 j->restart_count, j->max_restarts);
+        if (claimed)
+            snprintf(why, sizeof(why),
+                     "%s; rdzvd restarted without --state-dir, which alone keeps a job's end, and "
+                     "rebuilt generation %" PRIu64 " from %" PRId64 " of its %" PRId64 " nodes: "
+                     "the job may have ended while they were away, so it ends here",
+                     summary, j->generation, j->nin_round, j->round.nnodes);
+        else
+            snprintf(why, sizeof(why),
+                     "%s; restart budget exhausted (%" PRId64 " of %" PRId64 " restarts used)",
+                     summary, j->restart_count, j->max_restarts);
         rdzvd_timeline_failed(&j->timeline, rdzvd_job_wall_s(&j->host), cause_s);
         rdzvd_job_end(j, "failed", exit_code ? exit_code : 1, why);
         return;

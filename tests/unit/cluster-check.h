@@ -68,11 +68,48 @@ static void cs_note_outcome(const struct rdzv_event *e)
     if (strcmp(e->type, "succeeded") && strcmp(e->type, "failed") && strcmp(e->type, "cancelled"))
         return;
     W->run_ended = true;
+    if (!strcmp(e->type, "failed"))
+        W->end_forgot_t = 0; /* a rebuilt job that ended, ended again (cs_end_forgotten) */
     for (int k = 0; k < W->nouts; k++)
         if (!strcmp(W->outs[k].summary, e->summary) && !strcmp(W->outs[k].type, e->type))
             return;
     if (W->nouts < 8)
         W->outs[W->nouts++] = *e;
+}
+
+/* Without --state-dir (nor replicas) a restarted rdzvd keeps no job's end, and a straggler's
+ * resume rebuilds a job that ended (job-policy W5). That is the documented outcome only as R26a
+ * bounds it: the rebuilt generation forms no other, and the job ends failed within its rebuild
+ * window (two heartbeat timeouts; 5 s of margin). At the window's end R26a says --state-dir is
+ * what keeps an end; a failure before it (a worker's, the progress timeout) ends it as well.
+ * Anything else is the job that ended running again (C3). */
+#define CS_END_FORGOT_MS (2 * (uint64_t)W->c.hb_timeout_ms + 5000)
+
+static void cs_end_forgotten(int a, uint64_t gen)
+{
+    if (!W->c.state_dir && !W->c.replicas) {
+        W->end_forgot_t = NOW;
+        W->end_forgot_a = a;
+        return;
+    }
+    cs_bad(C3, "node-%d's resume of generation %" PRIu64 " rebuilt the job after rdzvd told its "
+           "end (%s): a job that ended runs again", a, gen,
+           W->outs[W->nouts ? W->nouts - 1 : 0].type);
+}
+
+static void cs_end_forgotten_round(uint64_t gen)
+{
+    if (W->end_forgot_t)
+        cs_bad(C3, "generation %" PRIu64 " formed after node-%d's resume rebuilt the job rdzvd "
+               "had ended: a job that ended runs again", gen, W->end_forgot_a);
+}
+
+static void cs_end_forgotten_check(bool at_end)
+{
+    if (W->end_forgot_t && (at_end || NOW - W->end_forgot_t > CS_END_FORGOT_MS))
+        cs_bad(C3, "node-%d's resume rebuilt the job rdzvd had ended, and it did not end failed "
+               "within %.0f s: a job that ended runs again", W->end_forgot_a,
+               (double)CS_END_FORGOT_MS / 1000);
 }
 
 /* The exit code an agent owes the job's end e (agent-session-sm.c's on_outcome). */
@@ -136,7 +173,6 @@ static bool cs_waits_for_done(void)
  * cs_stale_bound (cluster-agent.h), the bound its agent keeps (agent-policy A30, A32). */
 static const char *const cs_open[] = {
     "waits for peers that are done", /* in place: a late survivor started again (issue 74) */
-    "a job that ended runs again", /* without --state-dir a restarted rdzvd forgets its end */
     /* a lost connection: the agent's JOIN back comes before rdzvd sees the old one close, and
      * a plain JOIN for a member with a live connection is refused (R4a takes only one gone) */
     "before rdzvd saw its old connection close",

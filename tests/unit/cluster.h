@@ -236,6 +236,8 @@ struct cs_world {
     struct cs_gen gens[CS_GENS];
     unsigned run;                   /* the job made afresh this many times (cs_key) */
     bool run_ended;                 /* rdzvd told this run's end */
+    uint64_t end_forgot_t;          /* ... and forgot it: a resume rebuilt the job then (0: no) */
+    int end_forgot_a;               /* ... node-<a>'s */
     bool round_ignored;             /* a ROUND came while the agent's workers still ran */
     /* what rdzvd said of its jobs' ends (its EVENTs to the agents), each once */
     struct rdzv_event outs[8];
@@ -391,6 +393,8 @@ static void h_joined(void *peer, const char *run_id, int64_t waiting, bool spare
     cs_send(cs_ci(peer), false, m);
 }
 
+static void cs_end_forgotten_round(uint64_t gen);
+
 static void h_round(void *peer, struct rdzv_round *rd)
 {
     struct cs_msg *m;
@@ -399,12 +403,14 @@ static void h_round(void *peer, struct rdzv_round *rd)
         snprintf(rd->master_addr, sizeof(rd->master_addr), "10.0.0.1");
     if (!cs_r_can_send(peer))
         return;
+    cs_end_forgotten_round(rd->generation);
     m = cs_msg_new(M_ROUND);
     m->u.round = *rd;
     cs_send(cs_ci(peer), false, m);
 }
 
 static void cs_note_outcome(const struct rdzv_event *e);
+static void cs_end_forgotten(int a, uint64_t gen);
 
 static void h_event(void *peer, const struct rdzv_event *e)
 {
@@ -667,17 +673,15 @@ static void cs_r_deliver(struct cs_msg *msg)
         if (!msg->u.join.resume.generation && !waiting && (none || cur->state == JOB_ENDED)) {
             W->run++;
             W->run_ended = false;
+            W->end_forgot_t = 0;
         }
         in.kind = RDZVD_IN_JOIN;
         in.peer = cs_peer_of(msg->conn);
         in.u.join = &msg->u.join;
         in.waiting = &waiting;
         cs_r_step(&in, &rd);
-        if (none && ended && msg->u.join.resume.generation &&
-            rdzvd_job_view(&W->jobs, "job"))
-            cs_bad(3, "node-%d's resume of generation %" PRIu64 " rebuilt the job after rdzvd "
-                   "told its end (%s): a job that ended runs again", c->a,
-                   msg->u.join.resume.generation, W->outs[W->nouts ? W->nouts - 1 : 0].type);
+        if (none && ended && msg->u.join.resume.generation && rdzvd_job_view(&W->jobs, "job"))
+            cs_end_forgotten(c->a, msg->u.join.resume.generation);
         if (rd.rc < 0) {
             struct cs_msg *e;
 

@@ -490,6 +490,7 @@ static uint64_t cs_run(void)
         if (j && j->restart_count > W->c.max_restarts)
             cs_bad(C5, "the job's restart count is %" PRId64 ", past its budget %" PRId64,
                    j->restart_count, W->c.max_restarts);
+        cs_end_forgotten_check(false);
         g_last_key = cs_mix(g_last_key, cs_state_key());
         cs_state_add(cs_state_key());
         if (cs_all_done())
@@ -508,6 +509,8 @@ static uint64_t cs_run(void)
             break;
         }
     }
+    if (!W->bad_inv)
+        cs_end_forgotten_check(true);
     if (!W->bad_inv)
         cs_check_outcomes();
     if (!W->bad_inv && NOW > W->last_fault_t && NOW - W->last_fault_t > g_slowest_ms) {

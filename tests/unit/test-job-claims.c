@@ -3,7 +3,8 @@
  * resumes alone (job-policy W5), driven with fake agents (jobtest.h). Nothing on rdzvd tells a
  * stale claim from a true one: the first resume rebuilds the job. The newest resume wins
  * (W5a): a resume of a newer generation rebuilds the job again from it, and the nodes back in
- * the older generation are told it is over. */
+ * the older generation are told it is over. Nor does rdzvd know whether the job ended while
+ * the nodes back were away: one short of nodes when its rebuild window ends ends (R26a). */
 #include <errno.h>
 #include <inttypes.h>
 
@@ -72,9 +73,67 @@ static void test_newest_resume_wins_the_rebuild(void)
     env_done(&e);
 }
 
+/* The straggler of ended-job-runs-again.trace: the job ended while node 1's agent was cut off,
+ * and rdzvd restarted without --state-dir. Node 1's resume rebuilds generation 1 of 2 nodes;
+ * node 0's agent exited with the end and never comes back. The rebuilt generation, short of a
+ * node, never forms another (R26a): once its rebuild window ends, or at a failure before that
+ * (its hung worker's), the job ends failed, saying --state-dir. The budget (3) is not used. */
+static void test_rebuilt_job_short_of_nodes_ends(void)
+{
+    for (int fail = 0; fail < 2; fail++) {
+        struct fake f = {0};
+        struct rdzv_join jn = claim_of(1, 1, 1, 2);
+        struct rdzv_worker_exit w = {.generation = 1, .exit_code = 137};
+        struct env e;
+
+        env_init(&e, -1);
+        jn.heartbeat_timeout_ms = 30;
+        ASSERT_OK(join(&e, &f, &jn));
+        ASSERT_TRUE(f.resumed);
+        f.round.rank_offset = 2; /* its ranks, as its ROUND said */
+        if (fail)
+            jt_worker_exit(&f, &w);
+        for (int t = 0; t < 50 && !f.nevents; t++) {
+            jt_heartbeat(f.m);
+            run_ms(&e, 10);
+        }
+        ASSERT_TRUE(event_is(&f, "failed"));
+        ASSERT_EQ(f.event.exit_code, fail ? 137 : 1);
+        ASSERT_TRUE(strstr(f.event.summary, fail ? "exited with code 137"
+                                                 : "1 of 2 nodes of generation 1 did not "
+                                                   "come back after rdzvd restarted"));
+        ASSERT_TRUE(strstr(f.event.summary, "rdzvd restarted without --state-dir, which alone "
+                                            "keeps a job's end, and rebuilt generation 1 from 1 "
+                                            "of its 2 nodes"));
+        ASSERT_EQ(f.nrounds, 0);
+        env_done(&e);
+    }
+}
+
+/* Once every node of a generation rebuilt from resumes is back, it is whole, and runs as any:
+ * a node lost then is a restart (integration-ended-jobs's rebuild). */
+static void test_whole_rebuild_restarts_as_any(void)
+{
+    struct fake f[2] = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    for (int i = 0; i < 2; i++) {
+        struct rdzv_join jn = claim_of(i, 1, i, 2);
+
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+    }
+    jt_gone(f[1].m);
+    ASSERT_TRUE(event_is(&f[0], "restart"));
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-claims", RDZV_LOG_ERROR);
     TEST(test_newest_resume_wins_the_rebuild);
+    TEST(test_rebuilt_job_short_of_nodes_ends);
+    TEST(test_whole_rebuild_restarts_as_any);
     return tap_done();
 }

@@ -746,15 +746,21 @@ static void test_takeover_needs_secret_and_repeats_restart(void)
     env_done(&e);
 }
 
-/* A rebuilt generation that only some agents come back to: the missing ones count as lost
- * after the rebuild window (charged to the budget), and the job goes on with those back. */
+/* A generation rebuilt from its record that only some agents come back to: the missing ones
+ * count as lost after the rebuild window (charged to the budget), and the job goes on with
+ * those back. (Rebuilt from a resume alone, the job ends: test-job-claims.c, R26a.) */
 static void test_rebuild_partial_comeback_is_a_failure(void)
 {
+    struct rdzvd_job_record rec = {.min = 1, .max = 2, .max_restarts = 3, .generation = 5,
+                                   .restart_count = 2, .running = true, .nnodes = 2,
+                                   .world_size = 4, .store_port = 41000};
     struct fake f = {0};
     struct rdzv_join jn = resume_of(0, 5, 2, 3);
+    char path[64];
+    int fd = jt_state_dir(path, sizeof(path));
     struct env e;
 
-    env_init(&e, -1);
+    record_env_init(&e, fd, &rec);
     jn.min = 1;
     jn.heartbeat_timeout_ms = 30;
     ASSERT_OK(join(&e, &f, &jn));
@@ -770,6 +776,7 @@ static void test_rebuild_partial_comeback_is_a_failure(void)
     ASSERT_EQ(f.round.restart_count, 3);
     ASSERT_EQ(f.round.nnodes, 1);
     env_done(&e);
+    jt_state_dir_done(fd, path);
 }
 
 /* A record that names its generation's nodes decides who resumes each node rank: the node it
