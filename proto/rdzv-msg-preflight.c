@@ -12,9 +12,9 @@
 int rdzv_msg_put_preflight(struct rdzv_buf *b, const struct rdzv_preflight *p)
 {
     return rdzv_msg_put(b, RDZV_MSG_PREFLIGHT,
-                        json_pack("{s:I, s:s, s:I, s:s, s:I}", "id", (json_int_t)p->id, "addr",
-                                  p->addr, "port", (json_int_t)p->port, "token", p->token,
-                                  "bound_ms", (json_int_t)p->bound_ms));
+                        json_pack("{s:I, s:s, s:I, s:s, s:I, s:b}", "id", (json_int_t)p->id,
+                                  "addr", p->addr, "port", (json_int_t)p->port, "token", p->token,
+                                  "bound_ms", (json_int_t)p->bound_ms, "full", p->full));
 }
 
 int rdzv_msg_parse_preflight(const uint8_t *body, size_t len, struct rdzv_preflight *p, char *err,
@@ -23,12 +23,12 @@ int rdzv_msg_parse_preflight(const uint8_t *body, size_t len, struct rdzv_prefli
     json_int_t id, port, bound;
     const char *addr, *token;
     json_t *root;
-    int r;
+    int r, full = 0;
 
     memset(p, 0, sizeof(*p));
-    root = rdzv_msg_unpack(body, len, "PREFLIGHT", err, errlen, "{s:I, s:s, s:I, s:s, s:I}",
+    root = rdzv_msg_unpack(body, len, "PREFLIGHT", err, errlen, "{s:I, s:s, s:I, s:s, s:I, s?b}",
                            "id", &id, "addr", &addr, "port", &port, "token", &token, "bound_ms",
-                           &bound);
+                           &bound, "full", &full);
     if (!root)
         return -EBADMSG;
     r = rdzv_msg_pf_listener_ok("PREFLIGHT", addr, port, token, p->addr, p->token, err, errlen);
@@ -40,6 +40,7 @@ int rdzv_msg_parse_preflight(const uint8_t *body, size_t len, struct rdzv_prefli
     p->id = id;
     p->port = port;
     p->bound_ms = bound;
+    p->full = full != 0;
     json_decref(root);
     return r;
 }

@@ -75,13 +75,15 @@ struct rdzv_join_preflight {
 };
 
 /* PREFLIGHT (1.23, daemon -> agent): measure the link to the peer's listener at addr:port,
- * showing token, each way within bound_ms; answer with PREFLIGHT_REPORT naming id. */
+ * showing token, each way within bound_ms; answer with PREFLIGHT_REPORT naming id. full (absent:
+ * false): a full probe, the whole window each way (the pre-flight's confirmation). */
 struct rdzv_preflight {
     int64_t id; /* 1..RDZV_PF_ID_MAX */
     char addr[RDZV_STORE_ADDR_MAX + 1];
     int64_t port;
     char token[RDZV_PF_TOKEN_HEX + 1];
     int64_t bound_ms; /* 1..RDZV_PF_BOUND_MAX_MS */
+    bool full;
 };
 
 /* PREFLIGHT_REPORT (1.23, agent -> daemon): the figures of PREFLIGHT id, MB/s each way (up:

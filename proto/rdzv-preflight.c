@@ -105,7 +105,7 @@ static int median_of_round1(uint32_t n, const struct rdzv_pf_link *links, size_t
     for (size_t i = 0; i < nlinks; i++) {
         double mbps = rdzv_pf_link_mbps(&links[i]);
 
-        if (links[i].round2)
+        if (links[i].round2 || links[i].confirm)
             continue;
         if (mbps > best[links[i].a])
             best[links[i].a] = mbps;
@@ -118,6 +118,29 @@ static int median_of_round1(uint32_t n, const struct rdzv_pf_link *links, size_t
     *ret = m ? select_kth(best, m, m / 2) : 0;
     free(best);
     return 0;
+}
+
+/* The confirmation's verdict: a bad node with a full probe at least fraction x the reference's
+ * is cleared. Without a reference figure nothing is cleared: the full probes say nothing. */
+static void confirm_clear(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks,
+                          double fraction, struct rdzv_pf_node *nodes)
+{
+    double ref = RDZV_PF_UNREACHABLE;
+
+    for (size_t i = 0; i < nlinks; i++)
+        if (links[i].confirm == 2)
+            ref = rdzv_pf_link_mbps(&links[i]);
+    if (!(ref > 0))
+        return;
+    for (size_t i = 0; i < nlinks; i++) {
+        const struct rdzv_pf_link *l = &links[i];
+        struct rdzv_pf_node *nd = &nodes[l->a]; /* the candidate probes */
+
+        if (l->confirm == 1 && l->a < n && nd->bad && rdzv_pf_link_mbps(l) >= fraction * ref) {
+            nd->bad = false;
+            nd->cleared = true;
+        }
+    }
 }
 
 int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, double fraction,
@@ -135,6 +158,8 @@ int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, d
 
         if (l->a >= n || l->b >= n || l->a == l->b)
             return -EINVAL;
+        if (l->confirm)
+            continue;
         if ((r = node_add(&nodes[l->a], l->b, mbps)) < 0 ||
             (r = node_add(&nodes[l->b], l->a, mbps)) < 0)
             return r;
@@ -153,6 +178,8 @@ int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, d
         bool slow = med > 0 && mbps < threshold;
         struct rdzv_pf_node *a = &nodes[l->a], *b = &nodes[l->b];
 
+        if (l->confirm)
+            continue;
         a->slow[a->nlinks++] = slow;
         b->slow[b->nlinks++] = slow;
         a->nfast += !slow;
@@ -168,6 +195,7 @@ int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, d
                 nd->convicting++;
         nd->bad = nd->nfast == 0 && nd->convicting >= 2;
     }
+    confirm_clear(n, links, nlinks, fraction, nodes);
     return 0;
 }
 
@@ -228,4 +256,38 @@ size_t rdzv_pf_round2(uint32_t n, struct rdzv_pf_node *nodes, uint32_t slot,
         nodes[i].ref1 = UINT32_MAX;
     k = round2_slot(n, nodes, slot, false, out);
     return k + round2_slot(n, nodes, slot + 1, true, out + k);
+}
+
+/* A node with a fast link that is not bad: a referee for the confirmation. */
+static bool fine(const struct rdzv_pf_node *nd)
+{
+    return nd->nfast > 0 && !nd->bad;
+}
+
+size_t rdzv_pf_confirm(uint32_t n, const struct rdzv_pf_node *nodes, const bool *skip,
+                       uint32_t slot, struct rdzv_pf_link *out)
+{
+    uint32_t f1 = UINT32_MAX, f2 = UINT32_MAX, cursor = 0;
+    size_t k = 0;
+
+    for (uint32_t i = 0; i < n && f2 == UINT32_MAX; i++)
+        if (fine(&nodes[i]))
+            *(f1 == UINT32_MAX ? &f1 : &f2) = i;
+    if (f2 == UINT32_MAX)
+        return 0; /* no reference: nothing can be confirmed */
+    for (uint32_t c = 0; c < n; c++) {
+        if (!nodes[c].bad || !nodes[c].reached || (skip && skip[c]))
+            continue;
+        while (cursor < n && !fine(&nodes[cursor]))
+            cursor++;
+        if (cursor >= n)
+            break; /* more candidates than fine nodes: the others stay bad */
+        link_set(&out[k], c, cursor++, slot);
+        out[k++].confirm = 1;
+    }
+    if (k == 0)
+        return 0;
+    link_set(&out[k], f1, f2, slot + 1);
+    out[k++].confirm = 2;
+    return k;
 }

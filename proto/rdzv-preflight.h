@@ -10,7 +10,9 @@
  * that have a fast link, one after the other. Judged again over both rounds, a node is bad when
  * none of its links is fast and at least two of them are slow links to peers that have a fast link
  * elsewhere. So one node's reports never convict another alone: its peer needs a second slow link,
- * to a third node that is itself fine.
+ * to a third node that is itself fine. A bad node that reached a peer is then confirmed
+ * (rdzv_pf_confirm): a full probe to a fine node, against a full probe between two fine nodes.
+ * Measured alone and for the whole window, an honest link that only looked slow is cleared.
  *
  * No I/O, no clock, no logging, no state: any thread may call these. O(n) work (the median by
  * selection). Errors are negative errnos. */
@@ -29,6 +31,7 @@ struct rdzv_pf_link {
     uint32_t a, b;
     uint32_t slot;
     bool round2;   /* rdzv_pf_round2's: judged, but not in the median */
+    uint8_t confirm; /* rdzv_pf_confirm's: 1 a suspect's full probe, 2 the reference; else 0 */
     double ab, ba; /* MB/s each way, or RDZV_PF_UNREACHABLE */
 };
 
@@ -40,6 +43,7 @@ struct rdzv_pf_node {
     uint8_t nfast;      /* links at or above the threshold */
     uint8_t convicting; /* slow links to peers with a fast link elsewhere */
     bool bad;
+    bool cleared;  /* bad by both rounds, but its full probe was not slow: not bad */
     bool reached;  /* one of its links was measured (not unreachable) */
     bool paired2;  /* rdzv_pf_round2's mark: given a link in the slot being made */
     uint32_t ref1; /* rdzv_pf_round2's: the suspect's fine node of the first slot */
@@ -58,11 +62,22 @@ size_t rdzv_pf_round1(uint32_t n, struct rdzv_pf_link *out);
  * (below fraction x the median of the nodes' fastest links, or unreachable) and its verdict.
  * The median counts the links not marked round2, and leaves out the nodes whose every such link
  * is unreachable. With a median of 0 (no link measured) or no links, nothing is slow: nobody can
- * be told from the others. *median (if not NULL)
+ * be told from the others. Links marked confirm are not judged: they clear bad nodes
+ * (rdzv_pf_confirm). *median (if not NULL)
  * gets the median. 0, -EINVAL (a node index >= n, a node in more than RDZV_PF_NODE_LINKS links,
  * fraction outside (0, 1)) or -ENOMEM. */
 int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, double fraction,
                   struct rdzv_pf_node *nodes, double *median);
+
+/* The confirmation, from both rounds' judged nodes: a bad node that reached a peer (and is not
+ * skip[i]; skip may be NULL) is a candidate. In slot, each candidate probes a fine node (a fast
+ * link, not bad) of its own, a full probe. In slot + 1, the reference: one full probe between
+ * two fine nodes, alone. Writes into out (room for n + 1 links, marked confirm 1 and 2); returns
+ * how many: 0 without a candidate or two fine nodes. Candidates left over (more than fine nodes)
+ * get no link. rdzv_pf_judge then clears a candidate whose full probe is at least fraction x the
+ * reference's; one with no full probe, or no reference figure, stays bad. */
+size_t rdzv_pf_confirm(uint32_t n, const struct rdzv_pf_node *nodes, const bool *skip,
+                       uint32_t slot, struct rdzv_pf_link *out);
 
 /* Round 2 from round 1's judged nodes: two slots (slot, slot + 1), one after the other. In
  * each, every suspect (links, none fast) is paired with a node that has a fast link, is not yet

@@ -12,24 +12,36 @@
 
 #define READ_BUF (64u << 10)
 #define REPORT_LEN 16
-/* The sender's bound: the receiver counts AGENT_PF_BYTES after its first read. */
-#define SEND_MAX ((uint64_t)AGENT_PF_BYTES + 4 * AGENT_PF_CHUNK)
+/* The sender's bound: the receiver counts its bytes (cap_of) after its first read. */
+#define SEND_SLACK (4 * (uint64_t)AGENT_PF_CHUNK)
 
 /* What both sides send: zeros (the link, not the data, is measured). Read only. */
 static char zeros[AGENT_PF_CHUNK];
 
-/* Up to two writes in flight, a chunk each. */
+/* Up to two writes in flight, a chunk each, up to max bytes. */
 struct pump {
     uv_write_t wr[2];
     bool busy[2];
-    uint64_t sent;
+    uint64_t sent, max;
 };
 
-/* The receiving side's measure of one way. */
+/* The receiving side's measure of one way: up to cap bytes. */
 struct meter {
     bool started;
-    uint64_t t0_ns, bytes;
+    uint64_t t0_ns, bytes, cap;
 };
+
+/* The bytes a way measures: 'D' and 'U' AGENT_PF_BYTES, a full probe's 'd' and 'u' more. */
+static uint64_t cap_of(char dir)
+{
+    return dir == 'd' || dir == 'u' ? AGENT_PF_FULL_BYTES : AGENT_PF_BYTES;
+}
+
+/* 'U' or 'u': the probe sends, the listener measures. */
+static bool is_up(char dir)
+{
+    return dir == 'U' || dir == 'u';
+}
 
 static bool token_equal(const uint8_t *a, const uint8_t *b)
 {
@@ -50,7 +62,7 @@ static bool meter_add(struct meter *m, size_t n)
         return false;
     }
     m->bytes += n;
-    return m->bytes >= AGENT_PF_BYTES;
+    return m->bytes >= m->cap;
 }
 
 static uint64_t meter_us(const struct meter *m)
@@ -66,10 +78,10 @@ static double mbps(uint64_t bytes, uint64_t us)
     return (double)bytes / (double)(us ? us : 1);
 }
 
-/* Start writes until two are in flight or SEND_MAX is queued. */
+/* Start writes until two are in flight or max is queued. */
 static int pump_fill(struct pump *p, uv_stream_t *s, uv_write_cb cb)
 {
-    for (int i = 0; i < 2 && p->sent < SEND_MAX; i++) {
+    for (int i = 0; i < 2 && p->sent < p->max; i++) {
         uv_buf_t b = uv_buf_init(zeros, AGENT_PF_CHUNK);
         int r;
 
@@ -99,7 +111,7 @@ struct pf_conn {
     uint64_t seq; /* in the order accepted */
     uint8_t hello[AGENT_PF_HELLO_LEN];
     size_t have;
-    char dir; /* 0 until the hello is whole: 'D' or 'U' */
+    char dir; /* 0 until the hello is whole: 'D', 'U', 'd' or 'u' */
     struct meter m;
     struct pump pump;
     bool reported;
@@ -198,7 +210,7 @@ static void window_end(uv_timer_t *t)
 /* Data after the hello: counted on a 'U' connection, not expected on a 'D' one. */
 static void conn_data(struct pf_conn *c, size_t n)
 {
-    if (c->dir != 'U' || c->reported)
+    if (!is_up(c->dir) || c->reported)
         return;
     if (!c->m.started) {
         meter_add(&c->m, n);
@@ -221,13 +233,15 @@ static void conn_hello(struct pf_conn *c, const char *p, size_t n)
         return;
     c->dir = (char)c->hello[AGENT_PF_HELLO_LEN - 1];
     if (memcmp(c->hello, AGENT_PF_MAGIC, 8) != 0 || !token_equal(c->hello + 8, c->srv->token) ||
-        (c->dir != 'D' && c->dir != 'U')) {
+        c->dir == 0 || !strchr("DUdu", c->dir)) {
         conn_close(c);
         return;
     }
     c->hello_ms = uv_now(c->srv->loop);
+    c->m.cap = cap_of(c->dir);
+    c->pump.max = c->m.cap + SEND_SLACK;
     uv_timer_start(&c->timer, conn_timeout, AGENT_PF_BOUND_MS, 0);
-    if (c->dir == 'D') {
+    if (!is_up(c->dir)) {
         if (pump_fill(&c->pump, (uv_stream_t *)&c->tcp, conn_wrote) < 0)
             conn_close(c);
     } else if (n > take) {
@@ -370,7 +384,7 @@ void agent_pf_server_close(struct agent_pf_server *s)
     uv_close((uv_handle_t *)&s->tcp, server_closed);
 }
 
-/* ---- The probe: 'D' on one connection, then 'U' on another ---- */
+/* ---- The probe: 'D' on one connection, then 'U' on another ('d', 'u': full) ---- */
 
 struct agent_pf_probe {
     uv_loop_t *loop;
@@ -390,7 +404,7 @@ struct agent_pf_probe {
     bool done;         /* the callback fired, or the probe was cancelled */
     bool tcp_open;     /* the current connection's handle */
     unsigned open;     /* handles not yet closed */
-    char dir;          /* the way being measured */
+    char dir;          /* the way being measured: 'D' then 'U' ('d' then 'u': full) */
     struct meter m;
     struct pump pump;
     uint8_t report[REPORT_LEN];
@@ -445,13 +459,13 @@ static void probe_next(uv_handle_t *h)
 /* One way is measured (mbps >= 0) or unreachable: record it, go on or finish. */
 static void probe_way_done(struct agent_pf_probe *p, double figure)
 {
-    if (p->dir == 'D') {
+    if (!is_up(p->dir)) {
         p->res.down = figure;
         if (figure < 0) { /* not even the first way: the other is not tried */
             probe_finish(p, true);
             return;
         }
-        p->dir = 'U';
+        p->dir = p->dir == 'd' ? 'u' : 'U';
         uv_timer_stop(&p->timer);
         uv_close((uv_handle_t *)&p->tcp, probe_next);
         return;
@@ -498,7 +512,7 @@ static void probe_timeout(uv_timer_t *t)
 
     if (p->connecting && uv_now(p->loop) < p->deadline)
         probe_retry(p, false);
-    else if (p->dir == 'D' && p->m.started) /* the window's end */
+    else if (!is_up(p->dir) && p->m.started) /* the window's end */
         probe_way_done(p, mbps(p->m.bytes, meter_us(&p->m)));
     else
         probe_way_done(p, RDZV_PF_UNREACHABLE);
@@ -514,7 +528,7 @@ static void probe_wrote(uv_write_t *w, int status)
         return;
     if (status < 0)
         probe_way_done(p, RDZV_PF_UNREACHABLE);
-    else if (p->dir == 'U' && pump_fill(&p->pump, (uv_stream_t *)&p->tcp, probe_wrote) < 0)
+    else if (is_up(p->dir) && pump_fill(&p->pump, (uv_stream_t *)&p->tcp, probe_wrote) < 0)
         probe_way_done(p, RDZV_PF_UNREACHABLE);
 }
 
@@ -549,7 +563,7 @@ static void probe_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
         probe_way_done(p, RDZV_PF_UNREACHABLE);
         return;
     }
-    if (p->dir == 'U') {
+    if (is_up(p->dir)) {
         probe_report(p, b->base, (size_t)nread);
         return;
     }
@@ -581,7 +595,7 @@ static void probe_connected(uv_connect_t *req, int status)
     p->hello[AGENT_PF_HELLO_LEN - 1] = (uint8_t)p->dir;
     if (uv_write(&p->hello_wr, (uv_stream_t *)&p->tcp, &b, 1, probe_wrote) < 0 ||
         uv_read_start((uv_stream_t *)&p->tcp, probe_alloc, probe_read) < 0 ||
-        (p->dir == 'U' && pump_fill(&p->pump, (uv_stream_t *)&p->tcp, probe_wrote) < 0)) {
+        (is_up(p->dir) && pump_fill(&p->pump, (uv_stream_t *)&p->tcp, probe_wrote) < 0)) {
         probe_way_done(p, RDZV_PF_UNREACHABLE);
         return;
     }
@@ -602,6 +616,8 @@ static void probe_attempt(struct agent_pf_probe *p)
 
     memset(&p->m, 0, sizeof(p->m));
     memset(&p->pump, 0, sizeof(p->pump));
+    p->m.cap = cap_of(p->dir);
+    p->pump.max = p->m.cap + SEND_SLACK;
     p->pump.wr[0].data = p->pump.wr[1].data = p->hello_wr.data = p;
     p->connect.data = p;
     p->have = 0;
@@ -621,7 +637,7 @@ static void probe_attempt(struct agent_pf_probe *p)
 }
 
 int agent_pf_probe_start(uv_loop_t *loop, const struct sockaddr *peer,
-                         const uint8_t token[AGENT_PF_TOKEN_LEN], unsigned bound_ms,
+                         const uint8_t token[AGENT_PF_TOKEN_LEN], unsigned bound_ms, bool full,
                          void (*cb)(const struct agent_pf_result *r, void *ud), void *ud,
                          struct agent_pf_probe **ret)
 {
@@ -641,7 +657,7 @@ int agent_pf_probe_start(uv_loop_t *loop, const struct sockaddr *peer,
     p->cb = cb;
     p->ud = ud;
     p->res.up = p->res.down = RDZV_PF_UNREACHABLE;
-    p->dir = 'D';
+    p->dir = full ? 'd' : 'D';
     if ((r = uv_timer_init(loop, &p->timer)) < 0) {
         free(p);
         return r;

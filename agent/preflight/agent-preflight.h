@@ -4,18 +4,21 @@
  * peer's listener twice, once for each way. On each connection it first sends a hello: the magic
  * "RDZVPF1\n", the job's 16-byte token, and 'D' (the listener sends) or 'U' (the probe sends).
  * The receiver measures: from its first byte, for AGENT_PF_WINDOW_MS or AGENT_PF_BYTES, whichever
- * ends first; for 'U' the listener reports its figure back (bytes, microseconds: two little-endian
- * u64). A connect that fails (nobody listens yet) or takes AGENT_PF_ATTEMPT_MS is tried again,
- * AGENT_PF_RETRY_MS after a failure, while the way's bound lasts: a busy peer that accepts late is
- * measured. A way that does not connect or finish within the probe's bound is unreachable.
+ * ends first; 'd' and 'u' are the same ways with AGENT_PF_FULL_BYTES, so that the whole window
+ * runs (a full probe: the pre-flight's confirmation). For 'U' ('u') the listener reports its
+ * figure back (bytes, microseconds: two little-endian u64). A connect that fails (nobody
+ * listens yet) or takes AGENT_PF_ATTEMPT_MS is tried again, AGENT_PF_RETRY_MS after a failure,
+ * while the way's bound lasts: a busy peer that accepts late is measured. A way that does not
+ * connect or finish within the probe's bound is unreachable.
  *
  * The listener serves AGENT_PF_CONNS_MAX connections at once: a new one closes the oldest still
  * without its hello, or is closed when all are past theirs. A connection whose
  * hello is not whole and right within AGENT_PF_HELLO_MS is closed; after its hello, a connection
- * lives at most AGENT_PF_BOUND_MS, and the listener sends at most AGENT_PF_BYTES +
- * AGENT_PF_CHUNK * 4 bytes on it.
+ * lives at most AGENT_PF_BOUND_MS, and the listener sends at most AGENT_PF_BYTES (a full
+ * probe's: AGENT_PF_FULL_BYTES) + AGENT_PF_CHUNK * 4 bytes on it.
  * Loop thread only; errors are negative errnos. */
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -27,6 +30,7 @@
 #define AGENT_PF_CONNS_MAX 8        /* connections a listener serves at once */
 #define AGENT_PF_WINDOW_MS 300      /* one way's measure, from its first byte ... */
 #define AGENT_PF_BYTES (16u << 20)  /* ... or this many bytes, whichever ends first */
+#define AGENT_PF_FULL_BYTES (1u << 30) /* a full probe's bytes: the window ends it */
 #define AGENT_PF_BOUND_MS 3000      /* a connection's life; a probe's default bound for each way */
 #define AGENT_PF_CHUNK (256u << 10) /* one write */
 #define AGENT_PF_ATTEMPT_MS 500     /* one connect, then a new one, within the way's bound */
@@ -49,10 +53,10 @@ void agent_pf_server_close(struct agent_pf_server *s);
 
 struct agent_pf_probe;
 /* Measure the link to the listener at peer, each way, each within bound_ms (its connects, tried
- * again while it lasts, and the transfer); cb fires once, then the probe frees itself. 0 or a
- * negative errno. */
+ * again while it lasts, and the transfer); full: up to AGENT_PF_FULL_BYTES a way, so the whole
+ * window runs. cb fires once, then the probe frees itself. 0 or a negative errno. */
 int agent_pf_probe_start(uv_loop_t *loop, const struct sockaddr *peer,
-                         const uint8_t token[AGENT_PF_TOKEN_LEN], unsigned bound_ms,
+                         const uint8_t token[AGENT_PF_TOKEN_LEN], unsigned bound_ms, bool full,
                          void (*cb)(const struct agent_pf_result *r, void *ud), void *ud,
                          struct agent_pf_probe **ret);
 /* Stop it; its callback does not fire. Not after the callback fired. */

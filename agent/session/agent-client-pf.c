@@ -106,7 +106,7 @@ void agent_client_pf_handle(struct agent_client *c, const uint8_t *body, size_t 
     }
     c->pf_id = p.id;
     r = agent_pf_probe_start(c->loop, (const struct sockaddr *)&ss, token, (unsigned)p.bound_ms,
-                             probe_done, c, &c->pf_probe);
+                             p.full, probe_done, c, &c->pf_probe);
     if (r < 0) {
         struct agent_pf_result res = {RDZV_PF_UNREACHABLE, RDZV_PF_UNREACHABLE};
 

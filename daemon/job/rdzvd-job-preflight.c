@@ -3,11 +3,13 @@
  * docs/design/preflight.md). A round about to close holds while its ready nodes not yet checked
  * in the job measure their links: rdzvd pairs them (proto/rdzv-preflight.h), sends each pair's
  * prober a PREFLIGHT, one slot after the other, and takes its PREFLIGHT_REPORT; round 2 pairs
- * the suspects with fine nodes; the verdict puts the bad nodes aside (reason network), and the
- * round closes without them. Each slot waits on the job's timer, never more than
- * 2 x RDZVD_PF_BOUND_MS + RDZVD_PF_SLOT_MARGIN_MS: a prober that has not answered by then counts
- * as unreachable. A check has five slots at most. A node judged fine stays so: a later check
- * (a spare that joined meanwhile) takes it as a peer, never puts it aside. Part of the job
+ * the suspects with fine nodes; round 3 confirms each bad node that reached a peer (a full probe
+ * to a fine node, then one between two fine nodes, rdzv_pf_confirm); the verdict puts the bad
+ * nodes aside (reason network), and the round closes without them. Each slot waits on the job's
+ * timer, never more than 2 x RDZVD_PF_BOUND_MS + RDZVD_PF_SLOT_MARGIN_MS: a prober that has not
+ * answered by then counts as unreachable. A check has seven slots at most. A node judged fine
+ * stays so: a later check (a spare that joined meanwhile) takes it as a peer, never puts it
+ * aside. Part of the job
  * machine (rdzvd-job-impl.h): pure, its sends through the outbox, its clock the step's. */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,7 +25,8 @@
 #include "proto/rdzv-preflight.h"
 
 /* One check under way: the nodes (by node id: a member may go meanwhile), every link made so
- * far (round 1's, then round 2's), the slot being measured, and the reports still due in it. */
+ * far (round 1's, round 2's, then round 3's: the confirmation), the slot being measured, and the
+ * reports still due in it. */
 struct rdzvd_job_pf {
     uint32_t n;
     char (*ids)[RDZV_ID_MAX + 1];
@@ -40,6 +43,12 @@ struct rdzvd_job_pf {
 bool rdzvd_job_pf_busy(const struct rdzvd_job *j)
 {
     return j->pf != NULL;
+}
+
+/* Links a check of n nodes makes at most: round 1's, round 2's (n), round 3's (n + 1). */
+static size_t links_max(uint32_t n)
+{
+    return rdzv_pf_round1_max(n) + 2 * (size_t)n + 1;
 }
 
 static void pf_free(struct rdzvd_job *j)
@@ -90,7 +99,8 @@ static void run_slot(struct rdzvd_job *j)
         struct rdzv_pf_link *l = &pf->links[i];
         struct rdzvd_member *a, *b;
         struct rdzv_preflight msg = {.id = pf->id_base + (int64_t)i,
-                                     .bound_ms = RDZVD_PF_BOUND_MS};
+                                     .bound_ms = RDZVD_PF_BOUND_MS,
+                                     .full = l->confirm != 0};
 
         if (l->slot != pf->slot || pf->reported[i])
             continue;
@@ -146,7 +156,7 @@ static void finish(struct rdzvd_job *j)
     struct rdzvd_job_pf *pf = j->pf;
     struct rdzv_pf_node *nodes = calloc(pf->n, sizeof(*nodes));
     double median = 0;
-    unsigned bad = 0;
+    unsigned bad = 0, cleared = 0;
     int r = nodes ? rdzv_pf_judge(pf->n, pf->links, pf->nlinks, j->pf_fraction, nodes, &median)
                   : -ENOMEM;
 
@@ -161,6 +171,7 @@ static void finish(struct rdzvd_job *j)
             continue;
         m->pf_checked = true;
         m->pf_best = nodes[i].best;
+        cleared += nodes[i].cleared;
         if (!nodes[i].bad || pf->judged[i])
             continue;
         node_figures(j, i, median, text, sizeof(text));
@@ -173,8 +184,9 @@ static void finish(struct rdzvd_job *j)
     j->pf_ms += rdzvd_job_now_ms(&j->host) - pf->start_ms;
     rdzvd_job_note(j, false,
                    "network pre-flight: %" PRIu32 " nodes, %zu links, job median %.0f MB/s, "
-                   "%u put aside, in %" PRIu64 " ms",
-                   pf->n, pf->nlinks, median, bad, rdzvd_job_now_ms(&j->host) - pf->start_ms);
+                   "%u put aside, %u cleared by a full probe, in %" PRIu64 " ms",
+                   pf->n, pf->nlinks, median, bad, cleared,
+                   rdzvd_job_now_ms(&j->host) - pf->start_ms);
     free(nodes);
     pf_free(j);
     if (bad > 0) /* said if the job then fails to form within its join timeout */
@@ -184,21 +196,36 @@ static void finish(struct rdzvd_job *j)
         j->handlers->close_checked(j);
 }
 
-/* Round 1 judged: its suspects paired with fine nodes (round 2), or the verdict. */
-static void round1_done(struct rdzvd_job *j)
+/* The links of round (2: the suspects paired with fine nodes; 3: the confirmation), judged
+ * from those made so far; returns how many (0: none). */
+static size_t next_links(struct rdzvd_job *j, uint32_t round)
 {
     struct rdzvd_job_pf *pf = j->pf;
     struct rdzv_pf_node *nodes = calloc(pf->n, sizeof(*nodes));
+    struct rdzv_pf_link *out = pf->links + pf->nlinks;
     size_t k = 0;
 
     if (nodes && rdzv_pf_judge(pf->n, pf->links, pf->nlinks, j->pf_fraction, nodes, NULL) == 0)
-        k = rdzv_pf_round2(pf->n, nodes, pf->last_slot + 1, pf->links + pf->nlinks);
+        k = round == 2 ? rdzv_pf_round2(pf->n, nodes, pf->last_slot + 1, out)
+                       : rdzv_pf_confirm(pf->n, nodes, pf->judged, pf->last_slot + 1, out);
     free(nodes);
+    return k;
+}
+
+/* A round's last slot is done: round 2 (suspects to pair), round 3 (bad nodes that reached a
+ * peer, not judged fine before, confirmed by a full probe), each skipped without links; then
+ * the verdict. */
+static void round_done(struct rdzvd_job *j)
+{
+    struct rdzvd_job_pf *pf = j->pf;
+    size_t k = 0;
+
+    while (k == 0 && pf->round < 3)
+        k = next_links(j, ++pf->round);
     if (k == 0) {
         finish(j);
         return;
     }
-    pf->round = 2;
     pf->nlinks += k;
     pf->slot = pf->last_slot + 1;
     pf->last_slot += 2;
@@ -212,10 +239,8 @@ static void slot_done(struct rdzvd_job *j)
     if (pf->slot < pf->last_slot) {
         pf->slot++;
         run_slot(j);
-    } else if (pf->round == 1) {
-        round1_done(j);
     } else {
-        finish(j);
+        round_done(j);
     }
 }
 
@@ -241,8 +266,8 @@ bool rdzvd_job_pf_hold(struct rdzvd_job *j)
         return false;
     pf = calloc(1, sizeof(*pf));
     if (!pf || !(pf->ids = calloc(n, sizeof(*pf->ids))) ||
-        !(pf->links = calloc(rdzv_pf_round1_max(n) + n, sizeof(*pf->links))) ||
-        !(pf->reported = calloc(rdzv_pf_round1_max(n) + n, sizeof(*pf->reported))) ||
+        !(pf->links = calloc(links_max(n), sizeof(*pf->links))) ||
+        !(pf->reported = calloc(links_max(n), sizeof(*pf->reported))) ||
         !(pf->judged = calloc(n, sizeof(*pf->judged)))) {
         j->pf = pf;
         pf_free(j);
@@ -266,7 +291,7 @@ bool rdzvd_job_pf_hold(struct rdzvd_job *j)
     if (j->pf_next_id < 1)
         j->pf_next_id = 1;
     pf->id_base = j->pf_next_id;
-    j->pf_next_id += (int64_t)(rdzv_pf_round1_max(n) + n);
+    j->pf_next_id += (int64_t)links_max(n);
     pf->start_ms = rdzvd_job_now_ms(&j->host);
     rdzvd_job_note(j, false, "network pre-flight: %" PRIu32 " nodes (%u not checked yet)", n,
                    unchecked);

@@ -40,6 +40,8 @@ static struct agent_pf_server *listener(void)
     return s;
 }
 
+static bool full; /* the next probe is a full one */
+
 /* Probe port with tok; returns the seconds until the result. */
 static double probe(int port, const uint8_t *tok, unsigned bound_ms)
 {
@@ -48,8 +50,8 @@ static double probe(int port, const uint8_t *tok, unsigned bound_ms)
     uint64_t t0 = uv_hrtime();
 
     fired = 0;
-    ASSERT_OK(
-        agent_pf_probe_start(&loop, (struct sockaddr *)&sa, tok, bound_ms, on_result, NULL, &p));
+    ASSERT_OK(agent_pf_probe_start(&loop, (struct sockaddr *)&sa, tok, bound_ms, full, on_result,
+                                   NULL, &p));
     while (!fired)
         uv_run(&loop, UV_RUN_ONCE);
     ASSERT_EQ(fired, 1);
@@ -72,6 +74,31 @@ static void test_a_probe_measures_both_ways(void)
 
     printf("# loopback: up %.0f MB/s, down %.0f MB/s in %.2f s\n", got.up, got.down, dt);
     ASSERT_TRUE(got.up > 10 && got.down > 10);
+    ASSERT_TRUE(dt < 2 * AGENT_PF_BOUND_MS / 1000.0);
+    drain(s);
+}
+
+/* The seconds a way of a full probe lasts at mbps: its window, or AGENT_PF_FULL_BYTES. */
+static double full_way_s(double mbps)
+{
+    double s = AGENT_PF_FULL_BYTES / (mbps * 1e6);
+
+    return s < AGENT_PF_WINDOW_MS / 1000.0 ? s : AGENT_PF_WINDOW_MS / 1000.0;
+}
+
+/* A full probe runs each way's whole window (AGENT_PF_WINDOW_MS) or AGENT_PF_FULL_BYTES: on
+ * loopback, far longer than AGENT_PF_BYTES takes. */
+static void test_a_full_probe_runs_the_whole_window(void)
+{
+    struct agent_pf_server *s = listener();
+    double dt;
+
+    full = true;
+    dt = probe(agent_pf_server_port(s), token, 0);
+    full = false;
+    printf("# full: up %.0f MB/s, down %.0f MB/s in %.2f s\n", got.up, got.down, dt);
+    ASSERT_TRUE(got.up > 10 && got.down > 10);
+    ASSERT_TRUE(dt >= 0.9 * (full_way_s(got.up) + full_way_s(got.down)));
     ASSERT_TRUE(dt < 2 * AGENT_PF_BOUND_MS / 1000.0);
     drain(s);
 }
@@ -265,7 +292,8 @@ static void test_cancel_and_close_mid_way(void)
 
         fired = 0;
         ASSERT_OK(
-            agent_pf_probe_start(&loop, (struct sockaddr *)&sa, token, 0, on_result, NULL, &p));
+            agent_pf_probe_start(&loop, (struct sockaddr *)&sa, token, 0, false, on_result, NULL,
+                                 &p));
         for (int i = 0; i < turns && !fired; i++)
             uv_run(&loop, UV_RUN_ONCE);
         if (!fired)
@@ -281,6 +309,7 @@ int main(void)
 {
     ASSERT_OK(uv_loop_init(&loop));
     TEST(test_a_probe_measures_both_ways);
+    TEST(test_a_full_probe_runs_the_whole_window);
     TEST(test_a_wrong_token_is_unreachable_at_once);
     TEST(test_a_listener_that_starts_late_is_measured);
     TEST(test_a_closed_port_and_a_silent_peer_are_unreachable);

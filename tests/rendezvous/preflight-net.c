@@ -3,12 +3,14 @@
  * test_preflight_net.py (network namespaces as nodes). Not installed.
  *
  *   preflight-net serve ADDR TOKEN          listen on ADDR (port 0), print "port N", serve
- *   preflight-net probe HOST:PORT TOKEN [BOUND_MS]   print {"up": MB/s, "down": MB/s}
+ *   preflight-net probe HOST:PORT TOKEN [BOUND_MS [full]]   print {"up": MB/s, "down": MB/s}
  *   preflight-net round1 N                  print round 1's links {"links": [{a, b, slot, round2}]}
  *   preflight-net round2 FRACTION < JOB     print round 2's links
+ *   preflight-net confirm FRACTION < JOB    print the confirmation's links (round 3)
  *   preflight-net verdict FRACTION < JOB    print {"median", "bad": [...], "best": [...]}
  *
- * TOKEN: 32 hex digits. JOB: {"n": N, "links": [{"a", "b", "slot", "round2"?, "ab", "ba"}]}
+ * TOKEN: 32 hex digits. JOB: {"n": N, "links": [{"a", "b", "slot", "round2"?, "confirm"?, "ab",
+ * "ba"}]}
  * with the figures (MB/s; -1: unreachable). */
 #include <errno.h>
 #include <signal.h>
@@ -25,8 +27,8 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: preflight-net serve ADDR TOKEN | probe HOST:PORT TOKEN [BOUND_MS] | "
-                    "round1 N | round2 FRACTION | verdict FRACTION\n");
+    fprintf(stderr, "usage: preflight-net serve ADDR TOKEN | probe HOST:PORT TOKEN [BOUND_MS "
+                    "[full]] | round1 N | round2 FRACTION | confirm FRACTION | verdict FRACTION\n");
     return 2;
 }
 
@@ -64,7 +66,7 @@ static void probed(const struct agent_pf_result *r, void *ud)
     printf("{\"up\": %.3f, \"down\": %.3f}\n", r->up, r->down);
 }
 
-static int probe(const char *addr, const uint8_t *token, unsigned bound_ms)
+static int probe(const char *addr, const uint8_t *token, unsigned bound_ms, bool full)
 {
     struct sockaddr_storage ss;
     struct agent_pf_probe *p;
@@ -72,8 +74,8 @@ static int probe(const char *addr, const uint8_t *token, unsigned bound_ms)
 
     if (addr_of(addr, 0, &ss) < 0)
         return usage();
-    r = agent_pf_probe_start(uv_default_loop(), (struct sockaddr *)&ss, token, bound_ms, probed,
-                             NULL, &p);
+    r = agent_pf_probe_start(uv_default_loop(), (struct sockaddr *)&ss, token, bound_ms, full,
+                             probed, NULL, &p);
     if (r < 0) {
         fprintf(stderr, "preflight-net: probe %s: %s\n", addr, strerror(-r));
         return 1;
@@ -88,9 +90,10 @@ static void print_links(const struct rdzv_pf_link *l, size_t k)
     char *s;
 
     for (size_t i = 0; i < k; i++)
-        json_array_append_new(arr, json_pack("{s:i, s:i, s:i, s:b}", "a", (json_int_t)l[i].a, "b",
-                                             (json_int_t)l[i].b, "slot", (json_int_t)l[i].slot,
-                                             "round2", l[i].round2));
+        json_array_append_new(arr, json_pack("{s:i, s:i, s:i, s:b, s:i}", "a", (json_int_t)l[i].a,
+                                             "b", (json_int_t)l[i].b, "slot",
+                                             (json_int_t)l[i].slot, "round2", l[i].round2,
+                                             "confirm", (int)l[i].confirm));
     o = json_pack("{s:o}", "links", arr);
     s = json_dumps(o, JSON_COMPACT);
     printf("%s\n", s);
@@ -98,8 +101,9 @@ static void print_links(const struct rdzv_pf_link *l, size_t k)
     json_decref(o);
 }
 
-/* The job on stdin, judged: 0, or 1 on bad input. */
-static int judge(double fraction, bool verdict)
+/* The job on stdin, judged (what: 'r' round 2's links, 'c' the confirmation's, 'v' the
+ * verdict): 0, or 1 on bad input. */
+static int judge(double fraction, char what)
 {
     json_t *job = json_loadf(stdin, 0, NULL), *links, *l, *bad, *best, *o;
     struct rdzv_pf_link *lk = NULL, *out = NULL;
@@ -115,19 +119,21 @@ static int judge(double fraction, bool verdict)
         goto out;
     k = json_array_size(links);
     lk = calloc(k + 1, sizeof(*lk));
-    out = calloc((size_t)n + 1, sizeof(*out));
+    out = calloc((size_t)n + 2, sizeof(*out));
     nodes = calloc((size_t)n + 1, sizeof(*nodes));
     if (!lk || !out || !nodes)
         goto out;
     json_array_foreach(links, i, l)
     {
         json_int_t a, b, slot;
-        int round2 = 0;
+        int round2 = 0, confirm = 0;
 
-        if (json_unpack(l, "{s:I, s:I, s:I, s:F, s:F, s?b}", "a", &a, "b", &b, "slot", &slot, "ab",
-                        &lk[i].ab, "ba", &lk[i].ba, "round2", &round2) < 0 ||
-            a < 0 || b < 0 || slot < 0)
+        if (json_unpack(l, "{s:I, s:I, s:I, s:F, s:F, s?b, s?i}", "a", &a, "b", &b, "slot",
+                        &slot, "ab", &lk[i].ab, "ba", &lk[i].ba, "round2", &round2, "confirm",
+                        &confirm) < 0 ||
+            a < 0 || b < 0 || slot < 0 || confirm < 0 || confirm > 2)
             goto out;
+        lk[i].confirm = (uint8_t)confirm;
         lk[i].a = (uint32_t)a;
         lk[i].b = (uint32_t)b;
         lk[i].slot = (uint32_t)slot;
@@ -135,8 +141,9 @@ static int judge(double fraction, bool verdict)
     }
     if (rdzv_pf_judge((uint32_t)n, lk, k, fraction, nodes, &median) < 0)
         goto out;
-    if (!verdict) {
-        print_links(out, rdzv_pf_round2((uint32_t)n, nodes, 3, out));
+    if (what == 'r' || what == 'c') {
+        print_links(out, what == 'r' ? rdzv_pf_round2((uint32_t)n, nodes, 3, out)
+                                     : rdzv_pf_confirm((uint32_t)n, nodes, NULL, 5, out));
         ret = 0;
         goto out;
     }
@@ -182,7 +189,7 @@ int main(int argc, char **argv)
         v = 0;
         if (argc > 4 && (rdzv_parse_u64(argv[4], &v) < 0 || v > 60000))
             return usage();
-        return probe(argv[2], token, (unsigned)v);
+        return probe(argv[2], token, (unsigned)v, argc > 5 && !strcmp(argv[5], "full"));
     }
     if (!strcmp(argv[1], "round1")) {
         if (rdzv_parse_u64(argv[2], &v) < 0 || v > 100000 ||
@@ -192,7 +199,7 @@ int main(int argc, char **argv)
         free(l);
         return 0;
     }
-    if (!strcmp(argv[1], "round2") || !strcmp(argv[1], "verdict"))
-        return judge(atof(argv[2]), argv[1][0] == 'v');
+    if (!strcmp(argv[1], "round2") || !strcmp(argv[1], "verdict") || !strcmp(argv[1], "confirm"))
+        return judge(atof(argv[2]), argv[1][0] == 'r' ? 'r' : argv[1][0]);
     return usage();
 }

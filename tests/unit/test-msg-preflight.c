@@ -100,8 +100,9 @@ static void test_preflight(void)
         {"\"bound_ms\":3000", "\"bound_ms\":0"},
         {"\"bound_ms\":3000", "\"bound_ms\":10001"},
         {",\"bound_ms\":3000", ""},
+        {"\"full\":true", "\"full\":1"},
     };
-    struct rdzv_preflight a = {7, "::1", 4000, TOKEN, 3000};
+    struct rdzv_preflight a = {7, "::1", 4000, TOKEN, 3000, true};
     struct rdzv_buf out = {0};
     const uint8_t *p;
     uint32_t n;
@@ -112,7 +113,10 @@ static void test_preflight(void)
     rdzv_buf_free(&out);
     ASSERT_OK(parse_pf(body));
     ASSERT_TRUE(pf_out.id == 7 && pf_out.port == 4000 && pf_out.bound_ms == 3000);
+    ASSERT_TRUE(pf_out.full);
     ASSERT_EQ(strcmp(pf_out.addr, "::1"), 0);
+    ASSERT_OK(edited(parse_pf, body, ",\"full\":true", "")); /* absent: a short probe */
+    ASSERT_FALSE(pf_out.full);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ASSERT_EQ(edited(parse_pf, body, bad[i][0], bad[i][1]), -EBADMSG);
         ASSERT_TRUE(strstr(err, "PREFLIGHT") != NULL);

@@ -302,6 +302,50 @@ static void test_an_unreachable_link_between_fine_nodes_convicts_neither(void)
         ASSERT_FALSE(nodes[i].bad);
 }
 
+/* The trio of issue 75: (0,1) 6.5 GB/s (its ends share a CPU), node 2's links 1.3 GB/s. Both
+ * rounds find node 2 bad. The confirmation is node 2's full probe to node 0, then the reference
+ * (0,1): alike, node 2 is cleared; a full probe far below the reference keeps it bad, and so does
+ * no reference figure. A node not bad before stays fine whatever the full probes say. A dead
+ * node (nothing reached) gets no full probe. */
+static void test_the_confirmation_clears_only_a_node_that_measures_alike(void)
+{
+    struct rdzv_pf_link l[8];
+    double median;
+    size_t k;
+
+    link_fig(&l[0], 0, 1, 6500);
+    link_fig(&l[1], 1, 2, 1300);
+    link_fig(&l[2], 0, 2, 1300);
+    ASSERT_OK(rdzv_pf_judge(3, l, 3, 0.25, nodes, &median));
+    ASSERT_TRUE(nodes[2].bad && !nodes[0].bad && !nodes[1].bad);
+    k = rdzv_pf_confirm(3, nodes, NULL, 3, &l[3]);
+    ASSERT_EQ(k, 2);
+    ASSERT_TRUE(l[3].a == 2 && l[3].b == 0 && l[3].slot == 3 && l[3].confirm == 1);
+    ASSERT_TRUE(l[4].a == 0 && l[4].b == 1 && l[4].slot == 4 && l[4].confirm == 2);
+    l[3].ab = l[3].ba = 1400;
+    l[4].ab = l[4].ba = 2100;
+    ASSERT_OK(rdzv_pf_judge(3, l, 5, 0.25, nodes, &median));
+    ASSERT_TRUE(!nodes[2].bad && nodes[2].cleared);
+    ASSERT_TRUE(median == 6500);
+    l[3].ab = l[3].ba = 1.0; /* shaped: 1 MB/s */
+    ASSERT_OK(rdzv_pf_judge(3, l, 5, 0.25, nodes, NULL));
+    ASSERT_TRUE(nodes[2].bad && !nodes[2].cleared);
+    l[3].ab = l[3].ba = 1400;
+    l[4].ab = RDZV_PF_UNREACHABLE; /* no reference: nothing cleared */
+    ASSERT_OK(rdzv_pf_judge(3, l, 5, 0.25, nodes, NULL));
+    ASSERT_TRUE(nodes[2].bad);
+    l[4].ab = 1e6; /* a liar's reference keeps a conviction, never makes one */
+    link_fig(&l[1], 1, 2, 6000);
+    link_fig(&l[2], 0, 2, 6000);
+    ASSERT_OK(rdzv_pf_judge(3, l, 5, 0.25, nodes, NULL));
+    ASSERT_TRUE(!nodes[0].bad && !nodes[1].bad && !nodes[2].bad);
+    link_fig(&l[1], 1, 2, RDZV_PF_UNREACHABLE); /* node 2 dead */
+    link_fig(&l[2], 0, 2, RDZV_PF_UNREACHABLE);
+    ASSERT_OK(rdzv_pf_judge(3, l, 3, 0.25, nodes, NULL));
+    ASSERT_TRUE(nodes[2].bad && !nodes[2].reached);
+    ASSERT_EQ(rdzv_pf_confirm(3, nodes, NULL, 3, &l[3]), 0);
+}
+
 /* One machine's links share its CPUs: round 2's, fewer at a time, measure faster than round
  * 1's (figures of rendezvous-preflight-net, node 2 shaped). The yardstick is round 1's median,
  * so the honest node 0, whose links are round 1's speed, is not slow against round 2's. */
@@ -421,6 +465,7 @@ int main(void)
     TEST(test_an_unreachable_link_between_fine_nodes_convicts_neither);
     TEST(test_a_liar_and_a_dead_node_convict_only_themselves);
     TEST(test_round_2s_faster_links_do_not_raise_the_median);
+    TEST(test_the_confirmation_clears_only_a_node_that_measures_alike);
     TEST(test_random_jobs_convict_only_the_guilty);
     TEST(test_1000_nodes_time);
     return tap_done();
