@@ -150,13 +150,6 @@ def netns_bridge(sw, hosts, net):
         ip("-n", sw, "link", "set", "p%ds" % i, "up")
 
 
-# --preflight-fraction for nodes that are namespaces of one machine (netns_nodes). Their honest
-# links measure 1.2 to 7 GB/s on a 2-CPU machine, as the two ends share a CPU or not: a quarter
-# of the median (the default) is within that spread. A tenth is not, and a link shaped to
-# 8 Mbit/s (1 MB/s) or dropped is far below it.
-PF_FRACTION = "0.1"
-
-
 def netns_nodes(test, tag, n, net):
     """n nodes as network namespaces on one bridge (netns_bridge): <tag>-sw and <tag>-h<i>, at
     net + str(i + 1). Skips test where they cannot be made: they need root and iproute2's ip and

@@ -20,7 +20,7 @@ import time
 import unittest
 
 from agenttest import AGENT, RDZVCTL
-from rdzvtest import PF_FRACTION, RDZVD, main, netns_nodes, netns_shape, track
+from rdzvtest import RDZVD, main, netns_nodes, netns_shape, track
 
 NET = "10.241.19."
 MGMT = "10.242.19."
@@ -88,9 +88,10 @@ class PreflightJob(unittest.TestCase):
         """Node i's data link, both ways."""
         netns_shape(self.sw, self.hosts, i, qdisc, instead)
 
-    def job(self, run_id, preflight=True, sleep=0, during=None):
+    def job(self, run_id, preflight=True, sleep=0, during=None, spare_delay=0):
         """Four agents of job run_id (--nnodes 3); each worker leaves a file ran-<its node>.
-        Each worker sleeps sleep s first, while during() runs. Returns each agent's exit status
+        Each worker sleeps sleep s first, while during() runs. The last agent starts spare_delay
+        s after the others (the first check is then a trio). Returns each agent's exit status
         and output, and when each node's worker ran (s from the start)."""
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("SLURM_", "PBS_", "OMPI_", "RDZV_", "PET_"))}
@@ -98,12 +99,14 @@ class PreflightJob(unittest.TestCase):
         t0, wall0 = time.monotonic(), time.time()
         mark = os.path.join(self.dir.name, run_id + "-ran-$PF_NODE")  # one command for all
         for i, h in enumerate(self.hosts):
+            if i == NHOSTS - 1:
+                time.sleep(spare_delay)
             cmd = ["ip", "netns", "exec", h, AGENT, "--endpoint",
                    "%s254:%d" % (MGMT, self.port), "--rdzv-id", run_id, "--nnodes", "3",
                    "--nproc", "1", "--nccl", "off", "--local-addr", "%s%d" % (NET, i + 1),
                    "--host", "n%d" % i]
             if preflight:
-                cmd += ["--preflight", "net", "--preflight-fraction", PF_FRACTION]
+                cmd += ["--preflight", "net"]  # the default fraction, a quarter
             cmd += ["--", "/bin/sh", "-c", "sleep $PF_SLEEP; date +%s.%N > " + mark]
             ps.append(track(subprocess.Popen(cmd, env=dict(env, PF_NODE=str(i),
                                                            PF_SLEEP=str(sleep)),

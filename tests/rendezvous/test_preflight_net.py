@@ -20,13 +20,14 @@ import sys
 import time
 import unittest
 
-from rdzvtest import PF_FRACTION, die_with_parent, main, netns_nodes, netns_shape, track
+from rdzvtest import die_with_parent, main, netns_nodes, netns_shape, track
 
 NET = "10.241.9."
 NHOSTS = 4
 TOKEN = "0123456789abcdef0123456789abcdef"
 BOUND_MS = "1000"
 TOOL = os.environ.get("RDZV_PREFLIGHT_NET", "")
+FRACTION = "0.25"  # the default
 TBF = ["tbf", "rate", "8mbit", "burst", "32kbit", "latency", "400ms"]
 
 
@@ -67,9 +68,10 @@ class PreflightNet(unittest.TestCase):
             running = []
             for l in (l for l in links if l["slot"] == slot):
                 peer = "%s%d:%d" % (NET, l["b"] + 1, self.ports[l["b"]])
+                full = ["full"] if l.get("confirm") else []
                 running.append((l, subprocess.Popen(
                     ["ip", "netns", "exec", self.hosts[l["a"]], TOOL, "probe", peer, TOKEN,
-                     BOUND_MS], stdout=subprocess.PIPE, text=True)))
+                     BOUND_MS, *full], stdout=subprocess.PIPE, text=True)))
             for l, p in running:
                 out, _ = p.communicate(timeout=30)
                 fig = json.loads(out)
@@ -77,12 +79,13 @@ class PreflightNet(unittest.TestCase):
         return links
 
     def check(self):
-        """Both rounds and the verdict, as rdzvd will run them."""
+        """Both rounds, the confirmation and the verdict, as rdzvd runs them."""
         t0 = time.monotonic()
         links = self.measure(self.tool("round1", str(NHOSTS))["links"])
         job = {"n": NHOSTS, "links": links}
-        job["links"] += self.measure(self.tool("round2", PF_FRACTION, job=job)["links"])
-        verdict = self.tool("verdict", PF_FRACTION, job=job)
+        job["links"] += self.measure(self.tool("round2", FRACTION, job=job)["links"])
+        job["links"] += self.measure(self.tool("confirm", FRACTION, job=job)["links"])
+        verdict = self.tool("verdict", FRACTION, job=job)
         print("links %s\nverdict %s, in %.2f s" % (
             ", ".join("%d-%d: %.1f/%.1f MB/s" % (l["a"], l["b"], l["ab"], l["ba"])
                       for l in job["links"]), verdict, time.monotonic() - t0), flush=True)
