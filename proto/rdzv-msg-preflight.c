@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* rdzv-msg-preflight.c: the network pre-flight's messages (protocol 1.23): PREFLIGHT and
- * PREFLIGHT_REPORT <-> C structs (rdzv-msg.h). JOIN's "preflight" is rdzv-msg.c's. */
+/* rdzv-msg-preflight.c: the network pre-flight's messages (protocol 1.23; "full" 1.24):
+ * PREFLIGHT and PREFLIGHT_REPORT <-> C structs (rdzv-msg.h). JOIN's "preflight" is rdzv-msg.c's. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
