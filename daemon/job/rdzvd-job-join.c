@@ -492,6 +492,29 @@ static bool round_not_taken(const struct rdzvd_member *m, enum job_state st)
     return m->job->state == st && m->node_rank >= 0 && m->ran_gen != m->job->generation;
 }
 
+/* jn, without a resume, comes from m's own agent (its secret) on another connection than m's,
+ * live or not: a newer connection of the agent supersedes the old one (R4b). Such an agent holds
+ * no generation: its READY went, or it never took a ROUND. */
+static bool own_agent_back(const struct rdzvd_member *m, const struct rdzv_join *jn, void *peer)
+{
+    return m->peer != peer && !jn->resume.generation && secret_ok(m, jn);
+}
+
+/* R4b: jn is the own agent of a member of the running generation that took its ROUND (a
+ * HEARTBEAT of it came): the agent says it holds no generation, so its workers of it are gone.
+ * The node is lost now (R23), as if rdzvd had seen its old connection close first, and the JOIN
+ * goes on as that of a node id the job knows. true when so (the job may have ended). */
+static bool lose_superseded(struct rdzvd_job *j, const struct rdzv_join *jn, void *peer)
+{
+    struct rdzvd_member *m = rdzvd_member_index_find(&j->by_id, jn->node_id);
+
+    if (!m || j->state != JOB_RUNNING || m->node_rank < 0 || m->ran_gen != j->generation ||
+        !own_agent_back(m, jn, peer))
+        return false;
+    rdzvd_member_remove(m, "came back without its workers (a JOIN without a resume)", NULL);
+    return true;
+}
+
 /* A JOIN that names a node id the job's table knows (ADMITTED: its first JOIN, before a restart
  * or a change of leader too) must carry the secret rdzvd gave that node: q->proven. A node id
  * it does not know is a new node's. 0, or -EPERM with q->err set. */
@@ -886,11 +909,11 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
               check_join_recovery(q, j->inplace) < 0))
         return -EINVAL;
     m = j ? rdzvd_member_index_find(&j->by_id, jn->node_id) : NULL;
-    if (m && (m->node_rank < 0 || round_not_taken(m, JOB_STOPPING)) && m->peer != peer &&
-        (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {
-        /* An agent without workers (a spare, a candidate, a node of the generation stopping
-         * that never took its ROUND: R4a) back on a new connection after it found rdzvd
-         * stalled: the same member, not a duplicate. */
+    if (m && (m->node_rank < 0 || j->state == JOB_STOPPING || j->state == JOB_FORMING) &&
+        own_agent_back(m, jn, peer)) {
+        /* An agent without workers of a running generation (a spare, a candidate, a node of the
+         * generation stopping whose READY went: R4a, R4b) back on a new connection, the old one
+         * gone or not yet seen closing: the same member, not a duplicate. */
         member_take_over(m, peer);
         *ret = m;
         rdzvd_member_send_joined(m, j->state != JOB_FORMING && m->node_rank < 0, false);
@@ -901,12 +924,12 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
         return 0;
     }
     if (m && m->node_rank >= 0 && (j->state == JOB_NCCL || round_not_taken(m, JOB_RUNNING)) &&
-        m->peer != peer && (!m->peer || rdzvd_member_stalled(m)) && secret_ok(m, jn)) {
+        own_agent_back(m, jn, peer)) {
         /* A node of the round being formed, or of the running generation whose ROUND went with
          * its old connection (no worker started: no generation to resume), back on a new
-         * connection after it found rdzvd silent: its place (R4a). Node rank 0 of a round being
-         * formed is asked again what its old connection was asked (the answer may have gone
-         * with it); a node of the running generation is sent its ROUND again. */
+         * connection, the old one gone or not yet seen closing: its place (R4a, R4b). Node rank
+         * 0 of a round being formed is asked again what its old connection was asked (the answer
+         * may have gone with it); a node of the running generation is sent its ROUND again. */
         member_take_over(m, peer);
         *ret = m;
         rdzvd_member_send_joined(m, false, false);
@@ -1008,6 +1031,8 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
 
     *ret = NULL;
     j = rdzvd_job_find(h->jobs, jn.run_id);
+    if (j && lose_superseded(j, &jn, peer))
+        j = rdzvd_job_find(h->jobs, jn.run_id); /* the node lost may have ended it */
     if (!j) /* rdzvd restarted, or a new leader: the job may be in its record */
         q.rec_r = rdzvd_job_record_load(h, jn.run_id, &q.rec);
     r = join_job(&q, &jn, j, peer);

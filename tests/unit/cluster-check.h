@@ -173,9 +173,6 @@ static bool cs_waits_for_done(void)
  * cs_stale_bound (cluster-agent.h), the bound its agent keeps (agent-policy A30, A32). */
 static const char *const cs_open[] = {
     "waits for peers that are done", /* in place: a late survivor started again (issue 74) */
-    /* a lost connection: the agent's JOIN back comes before rdzvd sees the old one close, and
-     * a plain JOIN for a member with a live connection is refused (R4a takes only one gone) */
-    "before rdzvd saw its old connection close",
 };
 #define CS_OPEN (sizeof(cs_open) / sizeof(cs_open[0]))
 static uint64_t g_open[CS_OPEN];

@@ -141,9 +141,12 @@ static void test_node_ranks_hints_honoured_and_unique(void)
     jn = join_of(8, 4, 4, 0);
     jn.node_rank = 4;
     ASSERT_EQ(join(&e, &dup, &jn), -ERANGE);
-    /* The same node id twice: refused. */
+    /* The same node id twice, from another agent (another secret): refused. Its own agent's
+     * would take its place over (job-policy R4b). */
     jn = join_of(1, 4, 4, 0);
-    ASSERT_EQ(join(&e, &dup, &jn), -EEXIST);
+    memset(jn.secret, 'a', RDZV_SECRET_HEX);
+    jn.secret[RDZV_SECRET_HEX] = '\0';
+    ASSERT_EQ(join(&e, &dup, &jn), -EPERM);
     /* Different --nnodes: refused. */
     jn = join_of(7, 4, 5, 0);
     ASSERT_EQ(join(&e, &dup, &jn), -EINVAL);
