@@ -102,6 +102,8 @@ void agent_session_round_assignment(const struct agent_session *a, struct agent_
  * new generation and start the missing ranks (agent_group_start_ranks' result). */
 int agent_session_replace_late(struct agent_session *a, unsigned local_rank);
 int agent_session_round_in_place(struct agent_session *a, const struct agent_assignment *as);
+/* --recovery inplace, none running: start every rank that is not done (sm.done). */
+int agent_session_start_ranks(struct agent_session *a, const struct agent_assignment *as);
 
 /* agent-session-hosting.c: the client's callbacks for what rdzvd asks the agent to host (ud:
  * the session). NCCL_REQUEST: this generation's NCCL ids (and, asked for, its store), answered

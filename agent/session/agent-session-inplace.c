@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* agent-session-inplace.c: --recovery inplace, the ROUND's side: each running worker told the new
- * generation on its control channel, only the missing local ranks started, and a worker that
- * could not be told started again once it has exited. (The failure's side, which workers stay,
- * is agent-session.c's.) */
+ * generation on its control channel, only the missing local ranks started (not those done), and
+ * a worker that could not be told started again if it failed. (The failure's side, which
+ * workers stay, is agent-session.c's.) */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -48,6 +48,15 @@ int agent_session_replace_late(struct agent_session *a, unsigned local_rank)
     return agent_group_start_ranks(a->group, &as, a->spawn);
 }
 
+/* --recovery inplace, none running: start every rank but those done (their script ended with
+ * exit 0: agent-policy A3a). 0 or -errno, as agent_group_start_ranks. */
+int agent_session_start_ranks(struct agent_session *a, const struct agent_assignment *as)
+{
+    for (unsigned i = 0; i < (unsigned)a->cfg.nproc; i++)
+        a->spawn[i] = !a->sm.done[i];
+    return agent_group_start_ranks(a->group, as, a->spawn);
+}
+
 /* --recovery inplace: tell each running worker the new generation on its control channel (first,
  * so that they re-form while the others start), then start only the missing local ranks. A
  * worker that cannot be told (its channel is full: it does not read it) is killed: its exit is
@@ -58,18 +67,18 @@ int agent_session_round_in_place(struct agent_session *a, const struct agent_ass
     char line[AGENT_ENV_CONTROL_LINE_MAX];
 
     for (unsigned i = 0; i < n; i++) {
+        bool running = agent_group_rank_running(a->group, i);
         int len, e;
 
-        a->spawn[i] = !agent_group_rank_running(a->group, i);
-        if (a->spawn[i]) {
-            missing++;
+        a->spawn[i] = !running && !a->sm.done[i]; /* done: its script ended with exit 0 (A3a) */
+        missing += a->spawn[i];
+        if (!running)
             continue;
-        }
         len = agent_env_control_line(as, i, line, sizeof(line));
         e = len < 0 ? len : agent_group_control_send(a->group, i, line, (size_t)len);
         if (e == -ENOTCONN) {
             /* It closed its channel: it is exiting, and its exit is not seen yet. */
-            log_info("worker (local rank %u) is exiting; it is started again when it has", i);
+            log_info("worker (local rank %u) is exiting; it is started again if it failed", i);
             a->sm.late[i] = true;
             continue;
         }

@@ -38,8 +38,7 @@ say(struct agent_ready *r, enum rdzv_log_level level, const char *fmt, ...)
 
 static const char *const state_names[] = {
     [AG_JOINING] = "JOINING", [AG_RUNNING] = "RUNNING",   [AG_LEFT] = "LEFT",
-    [AG_RESTARTING] = "RESTARTING", [AG_STOPPING] = "STOPPING", [AG_DONE] = "DONE",
-};
+    [AG_RESTARTING] = "RESTARTING", [AG_STOPPING] = "STOPPING", [AG_DONE] = "DONE"};
 
 static struct agent_effect *add(struct agent_ready *r, enum agent_effect_kind kind)
 {
@@ -56,8 +55,9 @@ static void add_gen(struct agent_ready *r, enum agent_effect_kind kind, uint64_t
     add(r, kind)->gen = gen;
 }
 
-static void add_stop(struct agent_ready *r, int sig)
+static void add_stop(struct agent_sm *sm, struct agent_ready *r, int sig)
 {
+    sm->stop_sent = true;
     add(r, AGENT_DO_STOP)->sig = sig;
 }
 
@@ -158,8 +158,7 @@ static void send_ready(struct agent_sm *sm, const struct agent_facts *f, uint64_
     if (n)
         say(r, RDZV_LOG_INFO,
             "%u worker%s of generation %" PRIu64 " keep%s running (--recovery inplace); "
-            "ready for the next round",
-            n, rdzv_plural(n), gen, n == 1 ? "s" : "");
+            "ready for the next round", n, rdzv_plural(n), gen, n == 1 ? "s" : "");
     else
         say(r, RDZV_LOG_INFO, "workers of generation %" PRIu64 " stopped; ready for the next round",
             gen);
@@ -206,7 +205,7 @@ static void fail_local(struct agent_sm *sm, const struct agent_facts *f, unsigne
     if (keep)
         sm->failed[local_rank] = true;
     else
-        add_stop(r, SIGTERM);
+        add_stop(sm, r, SIGTERM);
 }
 
 static void ready_in_place(struct agent_sm *sm, const struct agent_facts *f,
@@ -278,14 +277,14 @@ static void hold(struct agent_sm *sm, const struct agent_input *in, bool for_sig
  * waits for the end of its stderr (on_output_closed), AGENT_EXIT_HOLD_MS at most. A hold is
  * of the first failure: the failures after it are reported only when their stderr closes
  * first (one not held for a signal), and are else consequences. */
-static void on_worker_exit(struct agent_sm *sm, const struct agent_input *in,
-                           struct agent_ready *r)
+static void on_worker_exit(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
 {
     int64_t status = in->status;
     int sig = in->sig;
 
+    sm->done[in->local_rank] |= sm->inplace && !sm->stop_sent && !status && !sig; /* A3a */
     if (sm->inplace && sm->state == AG_RUNNING && sm->late[in->local_rank] &&
-        !in->replace_failed) {
+        !in->replace_failed && !sm->done[in->local_rank]) {
         struct agent_effect *fx = add(r, AGENT_DO_REPLACE); /* failed: WORKER_EXIT again */
 
         sm->late[in->local_rank] = false;
@@ -331,8 +330,7 @@ static void on_hold_due(struct agent_sm *sm, const struct agent_facts *f, struct
     if (sm->held.for_signal)
         say(r, RDZV_LOG_INFO,
             "the signal that killed worker local rank %u did not reach this agent within "
-            "%d ms: reporting its failure",
-            sm->held.local_rank, AGENT_SIGNAL_HOLD_MS);
+            "%d ms: reporting its failure", sm->held.local_rank, AGENT_SIGNAL_HOLD_MS);
     else
         say(r, RDZV_LOG_DEBUG,
             "worker local rank %u: its stderr still open %d ms after its exit, reporting it",
@@ -342,8 +340,7 @@ static void on_hold_due(struct agent_sm *sm, const struct agent_facts *f, struct
 
 static void on_round(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r);
 
-static void on_all_exited(struct agent_sm *sm, const struct agent_facts *f,
-                          struct agent_ready *r)
+static void on_all_exited(struct agent_sm *sm, const struct agent_facts *f, struct agent_ready *r)
 {
     sm->workers_gone = true;
     if (sm->have_outcome) {
@@ -352,8 +349,7 @@ static void on_all_exited(struct agent_sm *sm, const struct agent_facts *f,
     }
     if (sm->state == AG_RESTARTING && sm->round_pending) {
         /* Placed while they stopped: the ROUND is the answer a READY would have asked for. */
-        struct agent_input next = {.kind = AGENT_IN_ROUND, .facts = *f,
-                                   .round = &sm->next_round};
+        struct agent_input next = {.kind = AGENT_IN_ROUND, .facts = *f, .round = &sm->next_round};
 
         sm->round_pending = false;
         sm->restart_pending = false;
@@ -385,10 +381,8 @@ static void on_round(struct agent_sm *sm, const struct agent_input *in, struct a
         if (rd != &sm->next_round)
             sm->next_round = *rd;
         sm->round_pending = true;
-        say(r, RDZV_LOG_INFO,
-            "ROUND for generation %" PRIu64 " while the last workers stop: taken once they are "
-            "gone",
-            rd->generation);
+        say(r, RDZV_LOG_INFO, "ROUND for generation %" PRIu64 " while the last workers stop: "
+            "taken once they are gone", rd->generation);
         return;
     }
     if (sm->state != AG_JOINING) {
@@ -403,20 +397,25 @@ static void on_round(struct agent_sm *sm, const struct agent_input *in, struct a
     set_state(sm, AG_RUNNING, r);
     sm->workers_gone = false;
     sm->local_failure = false;
-    sm->dropped = sm->plain = false;
+    if (!in_place(sm)) /* every rank starts again, as its generation was stopped (A3a) */
+        memset(sm->done, 0, (size_t)sm->nproc * sizeof(*sm->done));
+    sm->dropped = sm->plain = sm->stop_sent = false;
     memset(sm->late, 0, (size_t)sm->nproc * sizeof(*sm->late));
+    memset(sm->failed, 0, (size_t)sm->nproc * sizeof(*sm->failed));
     /* Tell the daemon that this node took its round before any worker starts: a node lost from
      * here on ran in the generation, and its loss is the job's failure, not its host's. Sent
      * after the start, a worker could be seen running before the daemon heard of it. */
     add_gen(r, AGENT_DO_ROUND_ACK, rd->generation);
+    if (!keep && sm->inplace && !memchr(sm->done, 0, (size_t)sm->nproc)) {
+        on_all_exited(sm, &in->facts, r); /* in place, every rank here is done: LEAVE (A3a) */
+        return;
+    }
     /* In place without survivors: READY went out once the failed ranks exited, not once the
      * group drained: what they left (a descendant holding their output) may still be open. A
-     * partial start of every rank kills it and spawns each worker once its old handles are
-     * closed. */
+     * partial start of every rank not done kills it, then spawns each once its handles closed. */
     add(r, AGENT_DO_START)->mode = keep ? AGENT_START_IN_PLACE
                                  : sm->inplace ? AGENT_START_RANKS
                                                : AGENT_START_ALL;
-    memset(sm->failed, 0, (size_t)sm->nproc * sizeof(*sm->failed));
     /* Tell the daemon at once that we are alive and past the start (ends its start grace). */
     add_gen(r, AGENT_DO_BARE_BEAT, rd->generation);
 }
@@ -452,8 +451,7 @@ static bool grace_begin(struct agent_sm *sm, const struct agent_facts *f,
     say(r, RDZV_LOG_WARN,
         "restarting: %s; the workers here have not made a first step either: they get "
         "%.1f s to show whether they fail the same way (the job's own failure, as a script "
-        "bug, puts no node aside)",
-        e->summary, (double)e->startup_grace_ms / 1000);
+        "bug, puts no node aside)", e->summary, (double)e->startup_grace_ms / 1000);
     return true;
 }
 
@@ -467,7 +465,7 @@ static void on_grace_due(struct agent_sm *sm, struct agent_ready *r)
         return;
     say(r, RDZV_LOG_INFO, "workers still starting after the grace: stopping them for the restart");
     set_state(sm, AG_RESTARTING, r);
-    add_stop(r, SIGTERM);
+    add_stop(sm, r, SIGTERM);
 }
 
 /* The daemon says: stop the workers of generation e->generation, a new round follows. */
@@ -494,7 +492,7 @@ static void on_restart(struct agent_sm *sm, const struct agent_facts *f,
             send_ready(sm, f, e->generation, r);
             return;
         }
-        add_stop(r, SIGTERM);
+        add_stop(sm, r, SIGTERM);
         return;
     case AG_RESTARTING:
         if (sm->stopping_gen != e->generation)
@@ -504,7 +502,7 @@ static void on_restart(struct agent_sm *sm, const struct agent_facts *f,
             e->summary);
         sm->restart_pending = true;
         if ((sm->dropped || sm->plain) && !sm->workers_gone)
-            add_stop(r, SIGTERM); /* in place: the survivors go too */
+            add_stop(sm, r, SIGTERM); /* in place: the survivors go too */
         if (in_place(sm))
             ready_in_place(sm, f, r);
         else if (sm->workers_gone)
@@ -561,7 +559,7 @@ static void on_outcome(struct agent_sm *sm, const struct agent_facts *f,
             say(r, RDZV_LOG_WARN, "job %s on another node; stopping local workers",
                 sm->exit_code ? "failed" : "succeeded"); /* A19a: beside in-place survivors */
         set_state(sm, AG_STOPPING, r);
-        add_stop(r, SIGTERM);
+        add_stop(sm, r, SIGTERM);
         return;
     }
     if (sm->workers_gone || sm->state == AG_JOINING || (verdict && sm->state != AG_STOPPING))
@@ -619,7 +617,7 @@ static void stop_or_finish(struct agent_sm *sm, const struct agent_facts *f, int
     if (!sm->workers_gone && (sm->state == AG_RUNNING || sm->state == AG_RESTARTING ||
                               sm->state == AG_STOPPING || agent_sm_has_survivors(sm, f->running))) {
         set_state(sm, AG_STOPPING, r);
-        add_stop(r, sig);
+        add_stop(sm, r, sig);
     } else {
         finish(sm, r);
     }
@@ -699,7 +697,7 @@ static void put_aside_here(struct agent_sm *sm, const struct agent_facts *f,
     sm->exit_code = RDZV_EXIT_PUT_ASIDE;
     if (!sm->workers_gone && f->running > 0) {
         set_state(sm, AG_STOPPING, r);
-        add_stop(r, SIGTERM);
+        add_stop(sm, r, SIGTERM);
     } else {
         finish(sm, r);
     }
@@ -748,7 +746,7 @@ static void on_error(struct agent_sm *sm, const struct agent_input *in, struct a
     if (!sm->workers_gone && sm->state != AG_DONE &&
         (sm->state != AG_JOINING || agent_sm_has_survivors(sm, in->facts.running))) {
         set_state(sm, AG_STOPPING, r);
-        add_stop(r, SIGTERM);
+        add_stop(sm, r, SIGTERM);
     } else {
         finish(sm, r);
     }
@@ -824,7 +822,7 @@ static void on_leaderless_due(struct agent_sm *sm, const struct agent_facts *f,
         sm->stopping_gen = sm->round.generation;
         sm->restart_pending = held;
     }
-    add_stop(r, SIGTERM);
+    add_stop(sm, r, SIGTERM);
 }
 
 static void on_joined(struct agent_sm *sm, const struct agent_input *in, struct agent_ready *r)
@@ -841,6 +839,8 @@ static void on_joined(struct agent_sm *sm, const struct agent_input *in, struct 
     if (in->spare && !in->resumed && f->running > 0 &&
         (sm->state == AG_RUNNING || sm->state == AG_RESTARTING))
         sm->dropped = true;
+    if (in->spare && !in->resumed) /* placed afresh, not re-formed: every rank starts (A3a) */
+        memset(sm->done, 0, (size_t)sm->nproc * sizeof(*sm->done));
     /* An unsent WORKER_EXIT goes now, and again one that a deposed leader took (resumed, no
      * EVENT restart: it was lost); rdzvd ignores a repeat (its generation stopping or over). */
     if (f->pending_exit || (in->resumed && sm->local_failure && sm->state == AG_RESTARTING &&

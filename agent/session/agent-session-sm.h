@@ -9,8 +9,8 @@
  * and what it must know of the workers (how many run, which follow the control channel) comes
  * with the input. A simulator drives it the same way.
  *
- * Threads: the caller's; a machine is never shared. Ownership: failed[] and late[] are the
- * caller's arrays of nproc entries. */
+ * Threads: the caller's; a machine is never shared. Ownership: failed[], late[] and done[] are
+ * the caller's arrays of nproc entries. */
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -159,8 +159,10 @@ enum agent_effect_kind {
 
 enum agent_start_mode {
     AGENT_START_ALL,      /* a fresh group */
-    AGENT_START_RANKS,    /* --recovery inplace: every rank, each once its old handles closed */
-    AGENT_START_IN_PLACE, /* the survivors told the generation, the missing ranks started */
+    AGENT_START_RANKS,    /* --recovery inplace: every rank not done[], each once its old
+                           * handles closed */
+    AGENT_START_IN_PLACE, /* the survivors told the generation, the missing ranks not done[]
+                           * started */
 };
 
 struct agent_effect {
@@ -204,7 +206,10 @@ struct agent_sm {
     bool inplace;
     bool has_health;
     bool *failed; /* [nproc]: failed here this generation (a hung one until reaped) */
-    bool *late;   /* [nproc]: could not be told this generation: replaced when its exit comes */
+    bool *late;   /* [nproc]: could not be told this generation: replaced if it fails */
+    /* [nproc]: in place, it exited 0 unasked (not stopped by the agent): its script is done,
+     * and it is never started again in place (A3a); cleared when every rank starts again. */
+    bool *done;
 
     enum agent_state state;
     struct rdzv_round round; /* the current (or last) generation's assignment */
@@ -241,6 +246,7 @@ struct agent_sm {
      * ROUND. plain_said: that was said (once an agent's life). */
     bool follows, plain, plain_said;
     bool grace_on; /* an EVENT restart's start-up grace holds the stop (AGENT_TIMER_GRACE) */
+    bool stop_sent; /* AGENT_DO_STOP went out since the last ROUND: an exit 0 is its doing */
     bool unhealthy; /* a check failed: UNHEALTHY sent, waiting to be let go */
     int signal;     /* the last signal from outside (AGENT_IN_SCHEDULER, _CANCEL_SENT) */
     int64_t now_ms; /* the time of the step under way (its argument) */

@@ -134,7 +134,7 @@ static void round_begin(struct agent_session *a)
 static void start_workers(struct agent_session *a, enum agent_start_mode mode)
 {
     int e = mode == AGENT_START_IN_PLACE ? agent_session_round_in_place(a, &a->as)
-            : mode == AGENT_START_RANKS  ? agent_group_start_ranks(a->group, &a->as, NULL)
+            : mode == AGENT_START_RANKS  ? agent_session_start_ranks(a, &a->as)
                                          : agent_group_start(a->group, &a->as);
 
     if (e < 0) {
@@ -494,9 +494,11 @@ int agent_session_new(const struct agent_session_cfg *cfg, struct agent_session 
     a->rank_running = calloc((size_t)cfg->nproc, sizeof(*a->rank_running));
     a->spawn = calloc((size_t)cfg->nproc, sizeof(*a->spawn));
     a->sm.late = calloc((size_t)cfg->nproc, sizeof(*a->sm.late));
+    a->sm.done = calloc((size_t)cfg->nproc, sizeof(*a->sm.done));
     a->stacks = calloc((size_t)cfg->nproc, sizeof(*a->stacks));
     a->hangs = calloc((size_t)cfg->nproc, sizeof(*a->hangs));
-    if (!a->sm.failed || !a->rank_running || !a->spawn || !a->sm.late || !a->stacks || !a->hangs) {
+    if (!a->sm.failed || !a->rank_running || !a->spawn || !a->sm.late || !a->sm.done ||
+        !a->stacks || !a->hangs) {
         agent_session_free(a);
         return -ENOMEM;
     }
@@ -633,6 +635,7 @@ struct agent_session *agent_session_free(struct agent_session *a)
     free(a->rank_running);
     free(a->spawn);
     free(a->sm.late);
+    free(a->sm.done);
     agent_store_free(a->store);
     agent_replica_free(a->rhost.replica);
     free(a);

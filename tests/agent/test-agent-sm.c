@@ -17,7 +17,7 @@
 
 struct rig {
     struct agent_sm sm;
-    bool failed[NPROC], late[NPROC], rank_running[NPROC];
+    bool failed[NPROC], late[NPROC], done[NPROC], rank_running[NPROC];
     unsigned running;
     struct agent_ready r;
     int64_t now;
@@ -31,6 +31,7 @@ static void rig_init(struct rig *g, bool inplace)
     g->sm.inplace = inplace;
     g->sm.failed = g->failed;
     g->sm.late = g->late;
+    g->sm.done = g->done;
     g->now = 1000;
 }
 
@@ -469,6 +470,103 @@ static void test_inplace_keeps_survivors(void)
     ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_START)].mode, AGENT_START_IN_PLACE);
 }
 
+/* In place, exit 0 is done (A3a): a worker that exited 0 is never started again, whether it
+ * exited before its agent took the in-place ROUND (it is not a missing rank) or after it, too
+ * late to be told (late: not replaced; one that failed is). A node whose every worker is done
+ * leaves, whatever generation it was told (cluster-traces/inplace-late-exit-done.trace: started
+ * again, a worker waited for peers that were done). */
+static void test_inplace_exit_0_is_done(void)
+{
+    struct rig g;
+    struct rdzv_round rd = {.generation = 2, .nnodes = 2, .rank_offset = 4, .world_size = 4};
+    struct agent_input exit0 = {.kind = AGENT_IN_WORKER_EXIT, .local_rank = 1};
+
+    rig_init(&g, true);
+    round_of(&g, 1);
+    g.sm.follows = true; /* a worker said it follows the control channel */
+    event(&g, "restart", 1, 0); /* a scale-up: every worker keeps running */
+    ASSERT_TRUE(find(&g, AGENT_DO_READY) >= 0);
+    g.rank_running[1] = false; /* local rank 1 ends its last step before the ROUND */
+    g.running = 1;
+    step(&g, exit0);
+    round_of(&g, 2);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_START)].mode, AGENT_START_IN_PLACE);
+    g.late[0] = true; /* the adapter could not tell local rank 0: it was exiting */
+    g.rank_running[0] = false;
+    g.rank_running[1] = false;
+    g.running = 0;
+    exit0.local_rank = 0;
+    step(&g, exit0);
+    ASSERT_EQ(find(&g, AGENT_DO_REPLACE), -1);
+    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
+    ASSERT_TRUE(g.done[0] && g.done[1]); /* the adapter did not start 1 as a missing rank */
+    all_exited(&g);
+    ASSERT_TRUE(find(&g, AGENT_DO_LEAVE) >= 0);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_LEAVE)].gen, 2);
+    ASSERT_EQ(g.sm.state, AG_LEFT);
+
+    /* Every worker done before the ROUND: it is taken (ROUND_ACK), nothing starts, LEAVE. */
+    rig_init(&g, true);
+    round_of(&g, 1);
+    g.sm.follows = true;
+    event(&g, "restart", 1, 0);
+    for (unsigned i = 0; i < NPROC; i++) {
+        g.rank_running[i] = false;
+        g.running--;
+        step(&g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = i});
+    }
+    all_exited(&g);
+    step(&g, (struct agent_input){.kind = AGENT_IN_ROUND, .round = &rd});
+    ASSERT_TRUE(find(&g, AGENT_DO_ROUND_ACK) >= 0);
+    ASSERT_EQ(find(&g, AGENT_DO_START), -1);
+    ASSERT_TRUE(find(&g, AGENT_DO_LEAVE) > find(&g, AGENT_DO_ROUND_ACK));
+    ASSERT_EQ(g.sm.state, AG_LEFT);
+    event(&g, "succeeded", 2, 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+
+    /* A late worker that failed is started again in the generation. */
+    rig_init(&g, true);
+    round_of(&g, 1);
+    g.sm.follows = true;
+    event(&g, "restart", 1, 0);
+    round_of(&g, 2);
+    g.late[1] = true;
+    g.rank_running[1] = false;
+    g.running = 1;
+    step(&g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = 1, .status = 1});
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_REPLACE)].local_rank, 1);
+    ASSERT_FALSE(g.done[1]);
+}
+
+/* An exit 0 the agent asked for is not done (A3a): workers stopped (here: no rdzvd leader)
+ * that exit 0 on SIGTERM all start again at the next in-place ROUND. So does a rank done
+ * before this node was placed afresh (JOINED as a spare): the job went on without it. */
+static void test_inplace_stopped_exit_0_starts_again(void)
+{
+    struct rig g;
+
+    rig_init(&g, true);
+    g.sm.heartbeat_timeout_s = 5;
+    round_of(&g, 1);
+    g.sm.follows = true;
+    step(&g, (struct agent_input){.kind = AGENT_IN_LOST, .text = "lost", .facts.endpoints = 3});
+    g.now += 5000;
+    step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_LEADERLESS,
+                                  .facts.endpoints = 3});
+    ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    step(&g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = 0});
+    ASSERT_FALSE(g.done[0]);
+    all_exited(&g);
+    event(&g, "restart", 1, 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_READY) >= 0);
+    round_of(&g, 2);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_START)].mode, AGENT_START_RANKS);
+
+    g.done[0] = g.done[1] = true;
+    step(&g, (struct agent_input){.kind = AGENT_IN_JOINED, .spare = true});
+    ASSERT_FALSE(g.done[0] || g.done[1]);
+}
+
 /* SIGTERM from outside while the workers run and rdzvd is connected: once the scheduler said
  * it does not end the whole job (the node leaves), CANCEL goes out, and the
  * workers stop with that signal once it went; their end waits AGENT_VERDICT_MS for rdzvd's word,
@@ -780,6 +878,8 @@ int main(void)
     TEST(test_succeeded_while_running_stops_the_workers);
     TEST(test_start_failed_and_restart_after_leave);
     TEST(test_inplace_keeps_survivors);
+    TEST(test_inplace_exit_0_is_done);
+    TEST(test_inplace_stopped_exit_0_starts_again);
     TEST(test_signal_cancels_and_waits_for_the_verdict);
     TEST(test_leaderless_stops_the_workers);
     TEST(test_lost_rdzvd_stops_the_workers_after_its_window);

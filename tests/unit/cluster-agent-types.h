@@ -67,6 +67,7 @@ struct cs_agent {
     bool started, done;
     struct agent_sm sm;
     bool failed[CS_NPROC], late[CS_NPROC], rank_running[CS_NPROC];
+    bool rdone[CS_NPROC]; /* the machine's done[]: a rank whose script ended (A3a) */
     struct cs_worker w[CS_NPROC];
     int conn;             /* -1: none */
     bool joined;          /* its connection's JOINED came */

@@ -413,10 +413,11 @@ static void cs_start(int a, enum agent_start_mode mode)
                 cs_gen_leave(a, k);
                 w->alive = false;
             }
-            cs_w_start(a, k);
+            if (mode == AGENT_START_ALL || !ag->rdone[k]) /* its script ended (A3a) */
+                cs_w_start(a, k);
             continue;
         }
-        if (w->exiting) { /* it closed its channel: started again once its exit comes */
+        if (w->exiting) { /* it closed its channel: started again if it failed (A3a) */
             ag->late[k] = true;
             continue;
         }
@@ -792,7 +793,8 @@ static void cs_agent_start(int a)
                                .connect_timeout_s = (double)W->c.connect_timeout_ms / 1000,
                                .heartbeat_timeout_s = (double)W->c.hb_timeout_ms / 1000,
                                .nproc = W->c.nproc, .inplace = W->c.inplace,
-                               .failed = ag->failed, .late = ag->late};
+                               .failed = ag->failed, .late = ag->late,
+                               .done = ag->rdone};
     cs_push(NOW + (uint64_t)W->c.hb_ms, (struct cs_ev){.kind = E_BEAT, .a = a});
     cs_feed(a, (struct agent_input){.kind = AGENT_IN_START_CHECKED, .ok = true});
 }

@@ -309,8 +309,10 @@ static void cs_fault(const struct cs_fault *f)
         return;
     case F_DONE:
         /* Mid-training, its peers would wait for it for ever without --progress-timeout: it
-         * ends so only while a generation forms (or with the timeout). */
-        if (!W->c.progress_timeout_ms && ag->sm.state == AG_RUNNING)
+         * ends so only while a generation forms (or with the timeout). In place its exit 0 is
+         * done even then (agent-policy A3a: not started again), as in a real DDP job, whose
+         * peers re-form without it until the timeout: without one it does not end early. */
+        if (!W->c.progress_timeout_ms && (ag->sm.state == AG_RUNNING || W->c.inplace))
             return;
         /* fall through */
     case F_CRASH:
@@ -737,7 +739,7 @@ static void test_simulate(void)
            ", C4's bound %d s)\n",
            (double)(real_ms() - t0) / 1000, (double)g_events * 1000 / (double)(real_ms() - t0 + 1),
            (double)g_slowest_ms / 1000, g_slowest_seed, CS_BOUND_MS / 1000);
-    for (unsigned k = 0; k < CS_OPEN; k++)
+    for (unsigned k = 0; cs_open[k]; k++)
         if (g_open[k])
             printf("# open: \"%s\" in %" PRIu64 " seeds\n", cs_open[k], g_open[k]);
 }
