@@ -178,8 +178,10 @@ void rdzvd_job_check_all_left(struct rdzvd_job *j)
         return;
     /* R17a: with --recovery inplace, training is over once every survivor (its workers went on
      * from the generation before) has left succeeded: a newcomer's fresh workers, with no step
-     * reported, would wait for peers that are done. With no survivor, every node leaves. */
-    for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && !o->newcomer) survivors++;
+     * reported, would wait for peers that are done. A newcomer that left succeeded counts as a
+     * survivor: its workers ran to their end. With no survivor, every node leaves. */
+    for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && (!o->newcomer || o->left_ok))
+        survivors++;
     for_each_member(j, o, pos, tmp)
     {
         if (o->node_rank >= 0 && !o->left_ok && !(j->inplace && survivors && member_fresh_idle(o)))

@@ -200,7 +200,9 @@ static void close_round(struct rdzvd_job *j, bool bench)
             }
             promoted++;
         }
-        m->newcomer = m->prev_rank < 0 && j->generation > 0;
+        /* A newcomer stays one until its fresh workers report a step (R17a). */
+        m->newcomer = (m->prev_rank < 0 && j->generation > 0) ||
+                      (m->newcomer && !(m->progress && m->progress_gen == j->generation));
         m->placed = false;
         m->placed_spent = spent && member_never_ran(m); /* MIN needed it (P8d) */
         rdzvd_member_set_rank(m, rank++);

@@ -59,6 +59,75 @@ static void test_newcomer_that_stepped_is_waited_for(void)
     survivors_done(true);
 }
 
+/* Nodes 0 and 1 form generation 1 (--nnodes 2:max, in place, --scale-up now), then nodes 2 to
+ * n - 1 join and generation 2 forms with them: newcomers whose workers report no step. */
+static void scale_up_idle(struct env *e, struct fake *f, int n, int64_t max)
+{
+    for (int i = 0; i < n; i++) {
+        struct rdzv_join jn = join_of(i, 2, max, 3);
+
+        jn.last_call_ms = 10;
+        jn.scale_up_now = true;
+        jn.inplace = true;
+        ASSERT_OK(join(e, &f[i], &jn));
+        for (int t = 0; t < 50 && i == 1 && !f[0].nrounds; t++)
+            run_ms(e, 10);
+        if (i >= 2)
+            jt_heartbeat(f[i].m);
+    }
+    all_ready(f, 2, 1);
+    for (int t = 0; t < 50 && f[n - 1].round.generation != 2; t++)
+        run_ms(e, 10);
+    ASSERT_EQ(f[n - 1].round.generation, 2);
+}
+
+/* A newcomer stays one while its fresh workers report no step: generation 2 (node 2 joined)
+ * never stepped, node 0 failed, and generation 3 re-forms in place. The survivors' workers
+ * finished and leave succeeded: node 2, whose workers never trained, is not waited for (R17a).
+ * Counted as a survivor of generation 3, it kept the job waiting for ever (the cluster
+ * simulator's seed=9958 f=2524:join:3:0 f=2454:slow:1:1 f=3356:part:0:17801). */
+static void test_idle_newcomer_stays_one(void)
+{
+    struct fake f[3] = {0};
+    struct rdzv_worker_exit w = {.generation = 2, .exit_code = 1};
+    struct env e;
+
+    env_init(&e, -1);
+    scale_up_idle(&e, f, 3, 3);
+    jt_worker_exit(&f[0], &w);
+    ASSERT_TRUE(event_is(&f[2], "restart"));
+    all_ready(f, 3, 2);
+    for (int t = 0; t < 50 && f[2].round.generation != 3; t++)
+        run_ms(&e, 10);
+    ASSERT_EQ(f[2].round.generation, 3);
+    jt_leave(f[0].m, 3, true);
+    jt_leave(f[1].m, 3, true);
+    ASSERT_TRUE(event_is(&f[2], "succeeded"));
+    env_done(&e);
+}
+
+/* A newcomer that left succeeded counts as a survivor (R17a): its workers ran to their end.
+ * Nodes 2 and 3 join, generation 2 never steps, and nodes 0 and 1 are gone: generation 3 has
+ * newcomers only. Node 2 leaves succeeded; node 3's idle workers are not waited for. */
+static void test_newcomer_that_left_is_a_survivor(void)
+{
+    struct fake f[4] = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    scale_up_idle(&e, f, 4, 4);
+    jt_gone(f[0].m);
+    jt_gone(f[1].m);
+    f[0].closed = f[1].closed = true;
+    all_ready(f, 4, 2);
+    for (int t = 0; t < 100 && f[3].round.generation != 3; t++)
+        run_ms(&e, 10);
+    ASSERT_EQ(f[3].round.generation, 3);
+    jt_leave(f[2].m, 3, true);
+    ASSERT_TRUE(event_is(&f[3], "succeeded"));
+    env_done(&e);
+}
+
 /* Without --recovery inplace, every node of the generation leaves before the job succeeds. */
 static void test_restart_waits_for_every_node(void)
 {
@@ -94,6 +163,8 @@ int main(void)
     rdzv_log_setup("test-job-inplace", RDZV_LOG_ERROR);
     TEST(test_survivors_done_end_the_job);
     TEST(test_newcomer_that_stepped_is_waited_for);
+    TEST(test_idle_newcomer_stays_one);
+    TEST(test_newcomer_that_left_is_a_survivor);
     TEST(test_restart_waits_for_every_node);
     return tap_done();
 }
