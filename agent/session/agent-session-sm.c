@@ -391,14 +391,14 @@ static void on_round(struct agent_sm *sm, const struct agent_input *in, struct a
         return;
     }
     sm->round_pending = false;
+    if (!in_place(sm) || rd->generation <= sm->round.generation) /* A3a: stopped, or a new job */
+        memset(sm->done, 0, (size_t)sm->nproc * sizeof(*sm->done));
     sm->round = *rd;
     keep = agent_sm_has_survivors(sm, in->facts.running);
     add_gen(r, AGENT_DO_ROUND_BEGIN, rd->generation);
     set_state(sm, AG_RUNNING, r);
     sm->workers_gone = false;
     sm->local_failure = false;
-    if (!in_place(sm)) /* every rank starts again, as its generation was stopped (A3a) */
-        memset(sm->done, 0, (size_t)sm->nproc * sizeof(*sm->done));
     sm->dropped = sm->plain = sm->stop_sent = false;
     memset(sm->late, 0, (size_t)sm->nproc * sizeof(*sm->late));
     memset(sm->failed, 0, (size_t)sm->nproc * sizeof(*sm->failed));
@@ -839,7 +839,7 @@ static void on_joined(struct agent_sm *sm, const struct agent_input *in, struct 
     if (in->spare && !in->resumed && f->running > 0 &&
         (sm->state == AG_RUNNING || sm->state == AG_RESTARTING))
         sm->dropped = true;
-    if (in->spare && !in->resumed) /* placed afresh, not re-formed: every rank starts (A3a) */
+    if (in->spare && !in->resumed) /* a new member: every rank starts again (A3a) */
         memset(sm->done, 0, (size_t)sm->nproc * sizeof(*sm->done));
     /* An unsent WORKER_EXIT goes now, and again one that a deposed leader took (resumed, no
      * EVENT restart: it was lost); rdzvd ignores a repeat (its generation stopping or over). */
