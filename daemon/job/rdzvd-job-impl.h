@@ -188,6 +188,7 @@ struct rdzvd_job {
      * all back, 0: none. A resume of a newer one rebuilds the job again (W5a); a restart of it
      * ends the job (R26a). */
     uint64_t claim_gen;
+    bool claimed; /* rebuilt from a resume's claim alone (W5): no record stands behind it (W5b) */
     /* The nodes of the generation rebuilt from its record (round.nnodes of them, by node rank;
      * owned), or NULL (the record has none, or the job was not rebuilt): only the node a record
      * names at a node rank resumes it (rdzvd-job-join.c). Freed when the next round forms. */

@@ -393,6 +393,7 @@ static int job_restore(struct join_req *q, struct rdzvd_job **ret)
         return refuse(q, r, "rdzvd could not reopen the job's store: %s", rdzvd_job_strerror(r));
     }
     j->claim_gen = claimed ? j->generation : 0;
+    j->claimed = claimed;
     *ret = j;
     return 0;
 }
@@ -602,6 +603,18 @@ static const struct rdzvd_job_record *rebuilt_as_recorded(const struct rdzvd_job
     return rec;
 }
 
+/* What rs is checked against: j's record as rebuilt_as_recorded gives it. A job rebuilt from a
+ * claim alone (W5) has no record behind it: a claim of its generation or an older one that
+ * differs is another history, told it is over (W5b), not refused; a newer one is (E0-11). */
+static const struct rdzvd_job_record *claim_against(const struct rdzvd_job *j,
+                                                    const struct rdzv_resume *rs,
+                                                    struct rdzvd_job_record *rec)
+{
+    const struct rdzvd_job_record *r = rebuilt_as_recorded(j, rec);
+
+    return r && j->claimed && rs->generation <= r->generation ? NULL : r;
+}
+
 /* W5a: j runs the generation it was rebuilt from a resume's claim alone (no record), and rs
  * (of a node that is not a member) names a newer one, as far in the budget. The first claim
  * was stale: its agent was cut off before the job moved on, and never heard of the
@@ -682,7 +695,7 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
             return -EINVAL;
         if ((r = rebuild_newer_claim(q, j)) < 0)
             return r;
-    } else if (!created && check_resume_claim(q, rebuilt_as_recorded(j, &q->rec)) < 0) {
+    } else if (!created && check_resume_claim(q, claim_against(j, rs, &q->rec)) < 0) {
         return -EINVAL;
     }
     if (old && old->peer != peer && !secret_ok(old, jn)) {
@@ -750,6 +763,13 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
         if (mismatch)
             snprintf(e.summary, sizeof(e.summary),
                      "%s; this node stops its workers and rejoins as a new member", mismatch);
+        else if (j->claimed && rs->generation == j->generation)
+            snprintf(e.summary, sizeof(e.summary),
+                     "generation %" PRIu64 " of %" PRId64 " nodes (restart %" PRId64
+                     ") is not the job's (%" PRId64 " nodes, restart %" PRId64
+                     "), rebuilt first after rdzvd restarted; this node rejoins as a new member",
+                     rs->generation, rs->nnodes, rs->restart_count, j->round.nnodes,
+                     j->restart_count);
         else
             snprintf(e.summary, sizeof(e.summary),
                      "generation %" PRIu64 " is over (the job is at generation %" PRIu64

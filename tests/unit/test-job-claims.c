@@ -4,7 +4,8 @@
  * stale claim from a true one: the first resume rebuilds the job. The newest resume wins
  * (W5a): a resume of a newer generation rebuilds the job again from it, and the nodes back in
  * the older generation are told it is over. Nor does rdzvd know whether the job ended while
- * the nodes back were away: one short of nodes when its rebuild window ends ends (R26a). */
+ * the nodes back were away: one short of nodes when its rebuild window ends ends (R26a). A claim
+ * of its generation or an older one that differs is another history: it rejoins (W5b). */
 #include <errno.h>
 #include <inttypes.h>
 
@@ -129,11 +130,44 @@ static void test_whole_rebuild_restarts_as_any(void)
     env_done(&e);
 }
 
+/* Two histories under one job id (seed 23232 of the cluster simulator): rdzvd restarted without
+ * --state-dir before nodes 0 and 1 were back, and node 2's plain JOIN made the job anew: its
+ * generation 1 of 1 node. rdzvd restarted again, and node 0's resume of the first history's
+ * generation 1 (2 nodes) came first. Node 2's claim of a generation 1 of 1 node is then another
+ * history: there is no record to refuse it by, and it is told its generation is over, and
+ * rejoins as a new member (W5b). */
+static void test_a_claim_of_another_history_rejoins(void)
+{
+    struct fake f[3] = {0}, late = {0};
+    struct rdzv_join jn = claim_of(0, 1, 0, 2);
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    ASSERT_OK(join(&e, &f[0], &jn));
+    ASSERT_TRUE(f[0].resumed);
+    jn = claim_of(2, 1, 0, 1);
+    ASSERT_EQ(join_err(&e, &f[2], &jn, err, sizeof(err)), 0);
+    ASSERT_TRUE(f[2].spare);
+    ASSERT_TRUE(event_is(&f[2], "restart"));
+    ASSERT_TRUE(strstr(f[2].event.summary, "generation 1 of 1 nodes (restart 0) is not the job's "
+                                           "(2 nodes, restart 0)"));
+    ASSERT_EQ(f[0].nevents, 0); /* the first history's workers go on */
+    /* A claim past the job's generation, once it is whole, is still refused (E0-11). */
+    jn = claim_of(1, 1, 1, 2);
+    ASSERT_OK(join(&e, &f[1], &jn));
+    jn = claim_of(3, 5, 0, 1);
+    ASSERT_TRUE(join_err(&e, &late, &jn, err, sizeof(err)) < 0);
+    ASSERT_TRUE(strstr(err, "generation 5 (restart 0, 1 nodes) is not job 'job' as its record"));
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-claims", RDZV_LOG_ERROR);
     TEST(test_newest_resume_wins_the_rebuild);
     TEST(test_rebuilt_job_short_of_nodes_ends);
     TEST(test_whole_rebuild_restarts_as_any);
+    TEST(test_a_claim_of_another_history_rejoins);
     return tap_done();
 }
