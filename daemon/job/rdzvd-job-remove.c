@@ -377,5 +377,10 @@ void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
 
     if (j->state == JOB_RUNNING && gen == j->generation && m->node_rank >= 0 && succeeded)
         m->left_ok = true;
+    /* R17c: its workers finished on their own as a scale-up restart stopped them: once the
+     * generation has stopped, the job ends succeeded rather than re-forming around them. */
+    else if (j->state == JOB_STOPPING && j->scaling_up && gen == j->generation &&
+             m->node_rank >= 0 && succeeded)
+        j->scale_done = true;
     rdzvd_job_check_all_left(j);
 }

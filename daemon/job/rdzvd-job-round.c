@@ -159,7 +159,7 @@ static void close_round(struct rdzvd_job *j, bool bench)
         return; /* the network pre-flight first: it closes the round once done */
     slots = calloc((size_t)j->max, sizeof(*slots));
     rdzvd_job_timer_stop(j);
-    j->scaling_up = false;
+    j->scaling_up = j->scale_done = false;
     spent = j->generation > 0 && rdzvd_job_uncounted_spent(j);
     if (!slots || rdzvd_job_ranks_reserve(j, j->nready < j->max ? j->nready : j->max) < 0) {
         free(slots);
@@ -320,6 +320,12 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
     rdzvd_job_timer_stop(j);
     if (j->cancelled) {
         rdzvd_job_end(j, "cancelled", j->cancelled, j->cancel_why);
+        return;
+    }
+    if (j->scale_done) { /* R17c: a scale-up is worth a restart only while training runs */
+        rdzvd_job_end(j, "succeeded", 0,
+                      "a node's workers all exited 0 as the scale-up restart began: training is "
+                      "over");
         return;
     }
     rdzvd_job_try_close(j);

@@ -172,7 +172,8 @@ static bool cs_waits_for_done(void)
  * A node rdzvd lost that trains beside a newer generation is none: C2 allows it within
  * cs_stale_bound (cluster-agent.h), the bound its agent keeps (agent-policy A30, A32). */
 static const char *const cs_open[] = {
-    /* a scale-up restart as the job ends: the nodes done leave, the others start again */
+    /* a failure restart as the job ends (a lost node): the nodes done leave, the others start
+     * again (restart-at-the-end.trace) */
     "waits for peers that are done",
     NULL, /* the end mark: a race found goes above it */
 };

@@ -6,29 +6,37 @@
 #include "common/rdzv-log.h"
 #include "jobtest.h"
 
+/* Nodes 0 and 1 run generation 1 (--scale-up now); node 2 joins, and at its HEARTBEAT rdzvd
+ * restarts to scale up: every member is told EVENT restart. */
+static void scale_up_restart(struct env *e, struct fake *f, bool inplace)
+{
+    struct rdzv_join jn = join_of(0, 2, 3, 0);
+
+    env_init(e, -1);
+    jn.last_call_ms = 10;
+    jn.scale_up_now = true;
+    jn.inplace = inplace;
+    join_n(e, f, 2, jn);
+    for (int t = 0; t < 50 && !f[0].nrounds; t++)
+        run_ms(e, 10);
+    ASSERT_EQ(f[0].round.nnodes, 2);
+    jn = join_of(2, 2, 3, 0);
+    jn.scale_up_now = true;
+    jn.inplace = inplace;
+    ASSERT_OK(join(e, &f[2], &jn));
+    jt_heartbeat(f[2].m);
+    ASSERT_TRUE(event_is(&f[0], "restart"));
+}
+
 /* The scale-up race (issue 74): node 2 joins as the survivors run their last steps. The
  * survivors, told generation 2 in place, finish generation 1 and leave succeeded; node 2's
  * workers would wait in generation 2 for peers that are done. The job ends succeeded. */
 static void survivors_done(bool stepped)
 {
     struct fake f[3] = {0};
-    struct rdzv_join jn = join_of(0, 2, 3, 0);
     struct env e;
 
-    env_init(&e, -1);
-    jn.last_call_ms = 10;
-    jn.scale_up_now = true;
-    jn.inplace = true;
-    join_n(&e, f, 2, jn);
-    for (int t = 0; t < 50 && !f[0].nrounds; t++)
-        run_ms(&e, 10);
-    ASSERT_EQ(f[0].round.nnodes, 2);
-    jn = join_of(2, 2, 3, 0);
-    jn.scale_up_now = true;
-    jn.inplace = true;
-    ASSERT_OK(join(&e, &f[2], &jn));
-    jt_heartbeat(f[2].m);
-    ASSERT_TRUE(event_is(&f[0], "restart"));
+    scale_up_restart(&e, f, true);
     all_ready(f, 2, 1);
     for (int t = 0; t < 50 && !f[2].nrounds; t++)
         run_ms(&e, 10);
@@ -132,19 +140,9 @@ static void test_newcomer_that_left_is_a_survivor(void)
 static void test_restart_waits_for_every_node(void)
 {
     struct fake f[3] = {0};
-    struct rdzv_join jn = join_of(0, 2, 3, 0);
     struct env e;
 
-    env_init(&e, -1);
-    jn.last_call_ms = 10;
-    jn.scale_up_now = true;
-    join_n(&e, f, 2, jn);
-    for (int t = 0; t < 50 && !f[0].nrounds; t++)
-        run_ms(&e, 10);
-    jn = join_of(2, 2, 3, 0);
-    jn.scale_up_now = true;
-    ASSERT_OK(join(&e, &f[2], &jn));
-    jt_heartbeat(f[2].m);
+    scale_up_restart(&e, f, false);
     all_ready(f, 2, 1);
     for (int t = 0; t < 50 && !f[2].nrounds; t++)
         run_ms(&e, 10);
@@ -158,6 +156,34 @@ static void test_restart_waits_for_every_node(void)
     env_done(&e);
 }
 
+/* The scale-up restart as the job ends (R17c, cluster-traces/scale-up-at-the-end.trace): node 0's
+ * workers all exit 0 as the restart for node 2 begins, and its LEAVE of generation 1 crosses the
+ * EVENT restart. Training is over: once generation 1 has stopped, the job ends succeeded rather
+ * than re-forming generation 2, whose fresh workers would wait for peers that are done. The
+ * same with and without --recovery inplace. */
+static void leave_across_scale_up(bool inplace)
+{
+    struct fake f[3] = {0};
+    struct env e;
+
+    scale_up_restart(&e, f, inplace);
+    jt_leave(f[0].m, 1, true);
+    ASSERT_FALSE(event_is(&f[0], "succeeded")); /* node 1's workers are still stopping */
+    all_ready(f, 2, 1);
+    for (int t = 0; t < 50 && !f[2].nrounds; t++)
+        run_ms(&e, 10);
+    ASSERT_EQ(f[2].nrounds, 0);
+    for (int i = 0; i < 3; i++)
+        ASSERT_TRUE(event_is(&f[i], "succeeded"));
+    env_done(&e);
+}
+
+static void test_leave_across_scale_up_ends_the_job(void)
+{
+    leave_across_scale_up(true);
+    leave_across_scale_up(false);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-inplace", RDZV_LOG_ERROR);
@@ -166,5 +192,6 @@ int main(void)
     TEST(test_idle_newcomer_stays_one);
     TEST(test_newcomer_that_left_is_a_survivor);
     TEST(test_restart_waits_for_every_node);
+    TEST(test_leave_across_scale_up_ends_the_job);
     return tap_done();
 }
