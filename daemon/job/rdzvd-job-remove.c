@@ -377,10 +377,11 @@ void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
 
     if (j->state == JOB_RUNNING && gen == j->generation && m->node_rank >= 0 && succeeded)
         m->left_ok = true;
-    /* R17c: its workers finished on their own as a scale-up restart stopped them: once the
-     * generation has stopped, the job ends succeeded rather than re-forming around them. */
-    else if (j->state == JOB_STOPPING && j->scaling_up && gen == j->generation &&
-             m->node_rank >= 0 && succeeded)
+    /* R17c: its workers finished on their own as a scale-up restart, or one for a node lost,
+     * stopped them: once the generation has stopped, the job ends succeeded rather than
+     * re-forming around them. Not for a worker's failure: that is no success. */
+    else if (j->state == JOB_STOPPING && (j->scaling_up || j->restart_lost) &&
+             gen == j->generation && m->node_rank >= 0 && succeeded)
         j->scale_done = true;
     rdzvd_job_check_all_left(j);
 }

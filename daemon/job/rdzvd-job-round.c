@@ -159,7 +159,7 @@ static void close_round(struct rdzvd_job *j, bool bench)
         return; /* the network pre-flight first: it closes the round once done */
     slots = calloc((size_t)j->max, sizeof(*slots));
     rdzvd_job_timer_stop(j);
-    j->scaling_up = j->scale_done = false;
+    j->scaling_up = j->scale_done = j->restart_lost = false;
     spent = j->generation > 0 && rdzvd_job_uncounted_spent(j);
     if (!slots || rdzvd_job_ranks_reserve(j, j->nready < j->max ? j->nready : j->max) < 0) {
         free(slots);
@@ -324,8 +324,10 @@ void rdzvd_job_check_stopped(struct rdzvd_job *j)
     }
     if (j->scale_done) { /* R17c: a scale-up is worth a restart only while training runs */
         rdzvd_job_end(j, "succeeded", 0,
-                      "a node's workers all exited 0 as the scale-up restart began: training is "
-                      "over");
+                      j->restart_lost ? "a node's workers all exited 0 as the restart for a node "
+                                        "lost began: training is over"
+                                      : "a node's workers all exited 0 as the scale-up restart "
+                                        "began: training is over");
         return;
     }
     rdzvd_job_try_close(j);
@@ -360,6 +362,7 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
     int r;
 
     j->aside_cause = j->straggler_cause = false;
+    j->restart_lost = kind == RDZV_MARK_NODE_LOST;
     j->cause_s = 0;
     j->startup_grace_ms = 0;
     if (j->state != JOB_RUNNING) /* ended, already stopping, or no worker started yet */

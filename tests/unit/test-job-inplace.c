@@ -184,6 +184,40 @@ static void test_leave_across_scale_up_ends_the_job(void)
     leave_across_scale_up(false);
 }
 
+/* The same for a restart for a node lost (cluster-traces/restart-at-the-end.trace): node 2's
+ * agent is lost as the last step runs, and node 0's LEAVE of generation 1 crosses the restart.
+ * A LEAVE succeeded means the last collective was done by every rank: the job ends succeeded. */
+static void leave_across_lost_node(bool inplace)
+{
+    struct rdzv_join jn = join_of(0, 2, 3, 3);
+    struct fake f[3] = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    jn.last_call_ms = 10;
+    jn.inplace = inplace;
+    join_n(&e, f, 3, jn);
+    for (int t = 0; t < 50 && !f[0].nrounds; t++)
+        run_ms(&e, 10);
+    ASSERT_EQ(f[0].round.nnodes, 3);
+    jt_gone(f[2].m);
+    ASSERT_TRUE(event_is(&f[0], "restart"));
+    jt_leave(f[0].m, 1, true);
+    all_ready(f, 2, 1);
+    for (int t = 0; t < 50 && f[1].nrounds < 2; t++)
+        run_ms(&e, 10);
+    ASSERT_EQ(f[1].nrounds, 1);
+    for (int i = 0; i < 2; i++)
+        ASSERT_TRUE(event_is(&f[i], "succeeded"));
+    env_done(&e);
+}
+
+static void test_leave_across_a_lost_node_restart_ends_the_job(void)
+{
+    leave_across_lost_node(true);
+    leave_across_lost_node(false);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-inplace", RDZV_LOG_ERROR);
@@ -193,5 +227,6 @@ int main(void)
     TEST(test_newcomer_that_left_is_a_survivor);
     TEST(test_restart_waits_for_every_node);
     TEST(test_leave_across_scale_up_ends_the_job);
+    TEST(test_leave_across_a_lost_node_restart_ends_the_job);
     return tap_done();
 }
