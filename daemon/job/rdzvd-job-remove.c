@@ -172,21 +172,32 @@ void rdzvd_job_check_all_left(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *o;
-    int64_t survivors = 0;
+    int64_t survivors = 0, idle = 0;
 
     if (j->state != JOB_RUNNING || (j->rebuilt && j->nin_round + j->nin_done < j->round.nnodes))
         return;
     /* R17a: with --recovery inplace, training is over once every survivor (its workers went on
      * from the generation before) has left succeeded: a newcomer's fresh workers, with no step
-     * reported, would wait for peers that are done. A newcomer that left succeeded counts as a
-     * survivor: its workers ran to their end. With no survivor, every node leaves. */
+     * reported, may wait for peers that are done. They are waited for RDZVD_JOB_NEWCOMER_WAIT_MS
+     * (an honest one ends about when the survivors do), then the job ends without them. A
+     * newcomer that left succeeded counts as a survivor: its workers ran to their end. With no
+     * survivor, every node leaves. */
     for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && (!o->newcomer || o->left_ok))
         survivors++;
     for_each_member(j, o, pos, tmp)
     {
         if (o->node_rank >= 0 && !o->left_ok && !(j->inplace && survivors && member_fresh_idle(o)))
             return;
+        if (o->node_rank >= 0 && !o->left_ok)
+            idle++;
     }
+    if (idle && !(j->timer_armed && j->timer_kind == T_NEWCOMERS)) {
+        if (!j->timer_armed)
+            rdzvd_job_timer_start(j, T_NEWCOMERS, RDZVD_JOB_NEWCOMER_WAIT_MS);
+        return;
+    }
+    if (idle)
+        return; /* its timer ends the job (rdzvd_job_newcomers_due) */
     rdzvd_job_end(j, "succeeded", 0, "every worker of every node exited 0");
 }
 
