@@ -2,80 +2,15 @@
 /* test-agent-sm.c: the agent's session machine (agent/session/agent-session-sm.h) driven by its
  * step alone, no loop and no process: each test feeds inputs and reads the Ready. A round starts
  * the workers; a worker's failure sends WORKER_EXIT and stops the others; an EVENT restart stops
- * them and READY follows once they exited; a failure's report waits for its hold (the end of its
- * stderr, or a step-wide signal); the job's outcome gives the exit code. */
+ * them and READY follows once they exited; the job's outcome gives the exit code. A failure's
+ * hold is test-agent-hold.c's; the rig is agent-sm-rig.h. */
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "agent/session/agent-session-sm.h"
-#include "../tap.h"
-
-#define NPROC 2
-
-struct rig {
-    struct agent_sm sm;
-    bool failed[NPROC], late[NPROC], done[NPROC], rank_running[NPROC];
-    unsigned running;
-    struct agent_ready r;
-    int64_t now;
-};
-
-static void rig_init(struct rig *g, bool inplace)
-{
-    memset(g, 0, sizeof(*g));
-    g->sm.run_id = "job";
-    g->sm.nproc = NPROC;
-    g->sm.inplace = inplace;
-    g->sm.failed = g->failed;
-    g->sm.late = g->late;
-    g->sm.done = g->done;
-    g->now = 1000;
-}
-
-static void step(struct rig *g, struct agent_input in)
-{
-    in.facts.running = g->running;
-    in.facts.rank_running = g->rank_running;
-    ASSERT_OK(agent_session_step(&g->sm, &in, g->now, &g->r));
-}
-
-/* The index of the first effect of kind in the last Ready, or -1. */
-static int find(const struct rig *g, enum agent_effect_kind kind)
-{
-    for (unsigned i = 0; i < g->r.n; i++)
-        if (g->r.fx[i].kind == kind)
-            return (int)i;
-    return -1;
-}
-
-static void round_of(struct rig *g, uint64_t gen)
-{
-    struct rdzv_round rd = {.generation = gen, .node_rank = 0, .nnodes = 2, .rank_offset = 4,
-                            .world_size = 4};
-
-    step(g, (struct agent_input){.kind = AGENT_IN_ROUND, .round = &rd});
-    g->running = NPROC;
-    for (unsigned i = 0; i < NPROC; i++)
-        g->rank_running[i] = true;
-}
-
-static void event(struct rig *g, const char *type, uint64_t gen, int64_t code)
-{
-    struct rdzv_event e = {.generation = gen, .exit_code = code};
-
-    snprintf(e.type, sizeof(e.type), "%s", type);
-    step(g, (struct agent_input){.kind = AGENT_IN_EVENT, .event = &e});
-}
-
-static void all_exited(struct rig *g)
-{
-    g->running = 0;
-    memset(g->rank_running, 0, sizeof(g->rank_running));
-    step(g, (struct agent_input){.kind = AGENT_IN_ALL_EXITED});
-}
+#include "agent-sm-rig.h"
 
 /* ROUND: acknowledged, then every worker started, then a heartbeat; RUNNING. A second ROUND
  * while they run starts nothing. */
@@ -192,160 +127,6 @@ static void test_round_while_stopping_then_lost(void)
     ASSERT_EQ(find(&g, AGENT_DO_START), -1);
     ASSERT_TRUE(find(&g, AGENT_DO_READY) >= 0);
     ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_READY)].gen, 5);
-}
-
-/* A worker killed by SIGTERM (a step-wide signal): its report waits AGENT_SIGNAL_HOLD_MS (a timer
- * at now + the hold), then goes out when the timer is due. */
-static void test_signal_hold(void)
-{
-    struct rig g;
-    int t;
-
-    rig_init(&g, false);
-    round_of(&g, 2);
-    step(&g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = 0, .sig = SIGTERM});
-    t = find(&g, AGENT_DO_TIMER);
-    ASSERT_TRUE(t >= 0);
-    ASSERT_EQ(g.r.fx[t].timer, AGENT_TIMER_HOLD);
-    ASSERT_EQ(g.r.fx[t].due_ms, g.now + AGENT_SIGNAL_HOLD_MS);
-    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
-    g.now += AGENT_SIGNAL_HOLD_MS;
-    step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_HOLD});
-    ASSERT_TRUE(find(&g, AGENT_DO_WORKER_EXIT) >= 0);
-    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_WORKER_EXIT)].code, 128 + SIGTERM);
-}
-
-/* The last Ready's HOLD timer's due time: -2 when it has none. */
-static int64_t hold_due(const struct rig *g)
-{
-    for (unsigned i = 0; i < g->r.n; i++)
-        if (g->r.fx[i].kind == AGENT_DO_TIMER && g->r.fx[i].timer == AGENT_TIMER_HOLD)
-            return g->r.fx[i].due_ms;
-    return -2;
-}
-
-static void worker_exit(struct rig *g, unsigned lr, int64_t status, int sig, bool open)
-{
-    step(g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = lr,
-                                 .status = status, .sig = sig, .output_open = open});
-}
-
-static void output_closed(struct rig *g, unsigned lr, int64_t status, int sig)
-{
-    step(g, (struct agent_input){.kind = AGENT_IN_OUTPUT_CLOSED, .local_rank = lr,
-                                 .status = status, .sig = sig});
-}
-
-/* The hold's rule, one branch each. A failure whose stderr is closed at its exit is reported at
- * once, no timer armed. */
-static void test_exit_hold_none_when_closed(void)
-{
-    struct rig g;
-
-    rig_init(&g, false);
-    round_of(&g, 2);
-    worker_exit(&g, 0, 1, 0, false);
-    ASSERT_EQ(hold_due(&g), -2);
-    ASSERT_TRUE(find(&g, AGENT_DO_WORKER_EXIT) >= 0);
-}
-
-/* Its stderr still open: held (a timer at now + AGENT_EXIT_HOLD_MS), then reported when its
- * stderr closes, the timer cancelled. */
-static void test_exit_hold_until_output_closed(void)
-{
-    struct rig g;
-
-    rig_init(&g, false);
-    round_of(&g, 2);
-    worker_exit(&g, 0, 1, 0, true);
-    ASSERT_EQ(hold_due(&g), g.now + AGENT_EXIT_HOLD_MS);
-    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
-    g.now += 20;
-    output_closed(&g, 0, 1, 0);
-    ASSERT_TRUE(find(&g, AGENT_DO_WORKER_EXIT) >= 0);
-    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_WORKER_EXIT)].code, 1);
-    ASSERT_EQ(hold_due(&g), -1);
-    ASSERT_FALSE(g.sm.held.on);
-}
-
-/* Every worker exited while a failure's report was held (its stderr open), then rdzvd's EVENT
- * restart of that generation came: nothing is left to stop, READY goes out at once. Found by the
- * cluster simulator (tests/unit/cluster-traces/held-exit-restart.trace). */
-static void test_exit_hold_then_restart(void)
-{
-    struct rig g;
-
-    rig_init(&g, false);
-    round_of(&g, 2);
-    worker_exit(&g, 0, 1, 0, true);
-    worker_exit(&g, 1, 1, 0, true);
-    all_exited(&g);
-    ASSERT_EQ(find(&g, AGENT_DO_READY), -1);
-    g.now += 10;
-    event(&g, "restart", 2, 0);
-    ASSERT_TRUE(find(&g, AGENT_DO_READY) >= 0);
-    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_READY)].gen, 2);
-    ASSERT_EQ(g.sm.state, AG_JOINING);
-}
-
-/* Its stderr never closes: reported when the timer is due, AGENT_EXIT_HOLD_MS after the exit. */
-static void test_exit_hold_due(void)
-{
-    struct rig g;
-
-    rig_init(&g, false);
-    round_of(&g, 2);
-    worker_exit(&g, 1, 3, 0, true);
-    ASSERT_EQ(hold_due(&g), g.now + AGENT_EXIT_HOLD_MS);
-    g.now += AGENT_EXIT_HOLD_MS;
-    step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_HOLD});
-    ASSERT_TRUE(find(&g, AGENT_DO_WORKER_EXIT) >= 0);
-    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_WORKER_EXIT)].local_rank, 1);
-    ASSERT_EQ(g.sm.state, AG_RESTARTING);
-}
-
-/* A second failure while the first is held: reported first when its stderr closes first (it
- * is what the log shows first); the held one is then a consequence. */
-static void test_exit_hold_second_closes_first(void)
-{
-    struct rig g;
-
-    rig_init(&g, false);
-    round_of(&g, 2);
-    worker_exit(&g, 0, 1, 0, true);
-    worker_exit(&g, 1, 2, 0, true);
-    ASSERT_EQ(g.r.n, 0);
-    output_closed(&g, 1, 2, 0);
-    ASSERT_TRUE(find(&g, AGENT_DO_WORKER_EXIT) >= 0);
-    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_WORKER_EXIT)].local_rank, 1);
-    output_closed(&g, 0, 1, 0);
-    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
-}
-
-/* A step-wide signal's death waits AGENT_SIGNAL_HOLD_MS from its exit even with its stderr open
- * (the longer hold covers the other), and the end of its stderr does not report it early. */
-static void test_signal_hold_outlasts_output(void)
-{
-    struct rig g;
-
-    rig_init(&g, false);
-    round_of(&g, 2);
-    worker_exit(&g, 0, 128 + SIGTERM, 0, true);
-    ASSERT_EQ(hold_due(&g), g.now + AGENT_SIGNAL_HOLD_MS);
-    ASSERT_TRUE(g.sm.held.for_signal);
-    g.now += 20;
-    output_closed(&g, 0, 128 + SIGTERM, 0);
-    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
-    ASSERT_TRUE(g.sm.held.on);
-}
-
-/* The index of the Ready's first line to log at level that holds needle, or -1. */
-static int said(const struct rig *g, enum rdzv_log_level level, const char *needle)
-{
-    for (unsigned i = 0; i < g->r.nlog; i++)
-        if (g->r.log[i].level == level && strstr(g->r.log[i].text, needle))
-            return (int)i;
-    return -1;
 }
 
 /* The lines to log are the Ready's, in order, each with its level: the machine writes none. A
@@ -873,13 +654,6 @@ int main(void)
     TEST(test_restart_then_ready);
     TEST(test_round_while_stopping);
     TEST(test_round_while_stopping_then_lost);
-    TEST(test_signal_hold);
-    TEST(test_exit_hold_none_when_closed);
-    TEST(test_exit_hold_until_output_closed);
-    TEST(test_exit_hold_due);
-    TEST(test_exit_hold_then_restart);
-    TEST(test_exit_hold_second_closes_first);
-    TEST(test_signal_hold_outlasts_output);
     TEST(test_log_lines_in_the_ready);
     TEST(test_outcome_exit_code);
     TEST(test_succeeded_while_running_stops_the_workers);
