@@ -42,6 +42,11 @@ struct rdzv_buf;
 /* An agent's longest wait between two reconnect attempts (agent-client.h's backoff, jittered):
  * a job rdzvd rebuilds at its start or election waits this long more for its agents. */
 #define RDZV_RECONNECT_WAIT_MAX_MS 3000
+/* With --recovery inplace a job ends succeeded once every survivor has left succeeded (R17a).
+ * A newcomer's agent told so while its fresh workers run gives them this long to end on their
+ * own (an honest one trained beside the survivors and ends about when they do), then stops them:
+ * they wait for peers that are done (agent-policy A19a). */
+#define RDZV_NEWCOMER_WAIT_MS 30000
 #define RDZV_BAD_NODE_FAILURES_MAX 1000 /* JOIN bad_node_failures */
 #define RDZV_BAD_NODE_WINDOW_MAX 2592000 /* JOIN bad_node_window (seconds): 30 days */
 /* JOIN bad_node_failures with a bad_node_window: the failures rdzvd keeps per node */

@@ -53,6 +53,7 @@ struct agent_session {
     uv_timer_t heartbeat;
     uv_timer_t leaderless; /* AGENT_TIMER_LEADERLESS */
     uv_timer_t verdict; /* AGENT_TIMER_VERDICT */
+    uv_timer_t own_end; /* AGENT_TIMER_OWN_END */
     struct rdzv_cancel cancel; /* the CANCEL of a signal from outside (AGENT_DO_CANCEL) */
     bool pending_exit;         /* a WORKER_EXIT that could not be sent (daemon unreachable) */
     uv_timer_t hold_timer; /* AGENT_TIMER_HOLD */

@@ -69,7 +69,7 @@ static void add_timer(struct agent_ready *r, enum agent_timer t, int64_t due_ms)
     fx->due_ms = due_ms;
 }
 
-/* VERDICT and LEADERLESS: armed unless they are (ms from now), or cancelled if they are. */
+/* VERDICT, LEADERLESS, OWN_END: armed unless they are (ms from now), or cancelled if so. */
 static void timer_arm(struct agent_sm *sm, enum agent_timer t, int64_t ms, struct agent_ready *r)
 {
     if (sm->timer_on[t])
@@ -546,6 +546,17 @@ static void on_outcome(struct agent_sm *sm, const struct agent_facts *f,
     } else {
         sm->exit_code = e->exit_code ? (int)e->exit_code : 1;
     }
+    if (!sm->workers_gone && sm->exit_code == 0 && sm->state == AG_RUNNING) {
+        /* A19a: a newcomer's fresh workers beside in-place survivors that are done (R17a). An
+         * honest one trained beside them and ends about when they did; one that waits for
+         * them is stopped when the wait is over. No WORKER_EXIT goes: the job is over. */
+        say(r, RDZV_LOG_WARN,
+            "job %s succeeded on its other nodes; this node's workers have %d s to end on "
+            "their own", sm->run_id, RDZV_NEWCOMER_WAIT_MS / 1000);
+        set_state(sm, AG_STOPPING, r);
+        timer_arm(sm, AGENT_TIMER_OWN_END, RDZV_NEWCOMER_WAIT_MS, r);
+        return;
+    }
     if (!sm->workers_gone && (survivors || sm->state == AG_RUNNING ||
                               (sm->exit_code != 0 && sm->state == AG_RESTARTING))) {
         if (sm->put_aside)
@@ -557,7 +568,7 @@ static void on_outcome(struct agent_sm *sm, const struct agent_facts *f,
             say(r, RDZV_LOG_WARN, "stopping local workers: %s", e->summary);
         else
             say(r, RDZV_LOG_WARN, "job %s on another node; stopping local workers",
-                sm->exit_code ? "failed" : "succeeded"); /* A19a: beside in-place survivors */
+                sm->exit_code ? "failed" : "succeeded");
         set_state(sm, AG_STOPPING, r);
         add_stop(sm, r, SIGTERM);
         return;
@@ -588,6 +599,7 @@ static void finish(struct agent_sm *sm, struct agent_ready *r)
         return;
     }
     timer_cancel(sm, AGENT_TIMER_VERDICT, r);
+    timer_cancel(sm, AGENT_TIMER_OWN_END, r);
     set_state(sm, AG_DONE, r);
     add(r, AGENT_DO_FINISH);
 }
@@ -599,6 +611,18 @@ static void on_verdict_due(struct agent_sm *sm, struct agent_ready *r)
         AGENT_VERDICT_MS);
     sm->awaiting_verdict = false;
     finish(sm, r);
+}
+
+/* A19a's wait is over: the workers still running wait for peers that are done. */
+static void on_own_end_due(struct agent_sm *sm, struct agent_ready *r)
+{
+    sm->timer_on[AGENT_TIMER_OWN_END] = false;
+    if (sm->workers_gone || sm->state != AG_STOPPING || sm->stop_sent)
+        return;
+    say(r, RDZV_LOG_WARN,
+        "this node's workers did not end within %d s of the job's success (they wait for "
+        "peers that are done): stopping them", RDZV_NEWCOMER_WAIT_MS / 1000);
+    add_stop(sm, r, SIGTERM);
 }
 
 /* What a signal to the agent from outside means, for its log and its last line. */
@@ -940,6 +964,8 @@ int agent_session_step(struct agent_sm *sm, const struct agent_input *in, int64_
             on_verdict_due(sm, ready);
         else if (in->timer == AGENT_TIMER_LEADERLESS)
             on_leaderless_due(sm, &in->facts, ready);
+        else if (in->timer == AGENT_TIMER_OWN_END)
+            on_own_end_due(sm, ready);
         else
             return -EINVAL;
         return 0;

@@ -55,6 +55,9 @@ enum agent_timer {
     /* With replicas: from a lost connection until the next JOINED, --heartbeat-timeout; when
      * it is due no leader could be reached, and the workers stop. */
     AGENT_TIMER_LEADERLESS,
+    /* The job succeeded while this node's workers run (a newcomer beside in-place survivors
+     * that are done, R17a): RDZV_NEWCOMER_WAIT_MS for them to end on their own (A19a). */
+    AGENT_TIMER_OWN_END,
     AGENT_TIMERS,
 };
 
@@ -250,7 +253,8 @@ struct agent_sm {
     bool unhealthy; /* a check failed: UNHEALTHY sent, waiting to be let go */
     int signal;     /* the last signal from outside (AGENT_IN_SCHEDULER, _CANCEL_SENT) */
     int64_t now_ms; /* the time of the step under way (its argument) */
-    bool timer_on[AGENT_TIMERS]; /* armed (VERDICT, LEADERLESS: the others have their flags) */
+    bool timer_on[AGENT_TIMERS]; /* armed (VERDICT, LEADERLESS, OWN_END: the others have
+                                  * their flags) */
     char reason[RDZV_REASON_MAX + 1]; /* a WORKER_EXIT's reason or UNHEALTHY's, while it goes */
 };
 

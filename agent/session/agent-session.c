@@ -92,16 +92,24 @@ static void leaderless_cb(uv_timer_t *t)
                                                       .timer = AGENT_TIMER_LEADERLESS});
 }
 
+static void own_end_cb(uv_timer_t *t)
+{
+    agent_session_feed(t->data, &(struct agent_input){.kind = AGENT_IN_TIMER,
+                                                      .timer = AGENT_TIMER_OWN_END});
+}
+
 /* A machine's timer armed at due_ms (uv_now's clock), or stopped (due_ms < 0). */
 static void arm_timer(struct agent_session *a, enum agent_timer t, int64_t due_ms)
 {
     static const uv_timer_cb cbs[AGENT_TIMERS] = {
         [AGENT_TIMER_HOLD] = hold_cb, [AGENT_TIMER_GRACE] = grace_cb,
-        [AGENT_TIMER_VERDICT] = verdict_cb, [AGENT_TIMER_LEADERLESS] = leaderless_cb};
-    uv_timer_t *h = t == AGENT_TIMER_HOLD      ? &a->hold_timer
-                    : t == AGENT_TIMER_GRACE   ? &a->grace_timer
-                    : t == AGENT_TIMER_VERDICT ? &a->verdict
-                                               : &a->leaderless;
+        [AGENT_TIMER_VERDICT] = verdict_cb, [AGENT_TIMER_LEADERLESS] = leaderless_cb,
+        [AGENT_TIMER_OWN_END] = own_end_cb};
+    uv_timer_t *h = t == AGENT_TIMER_HOLD         ? &a->hold_timer
+                    : t == AGENT_TIMER_GRACE      ? &a->grace_timer
+                    : t == AGENT_TIMER_VERDICT    ? &a->verdict
+                    : t == AGENT_TIMER_LEADERLESS ? &a->leaderless
+                                                  : &a->own_end;
     int64_t now = (int64_t)uv_now(a->loop);
 
     if (due_ms < 0) {
@@ -561,7 +569,7 @@ int agent_session_start(struct agent_session *a, struct agent_group *g,
     a->join = *join;
     a->sm.host = a->join.host;
     a->heartbeat.data = a->leaderless.data = a->health_timer.data = a->verdict.data = a;
-    a->hold_timer.data = a->grace_timer.data = a;
+    a->hold_timer.data = a->grace_timer.data = a->own_end.data = a;
     r = uv_timer_init(a->loop, &a->leaderless);
     if (r == 0)
         r = uv_timer_init(a->loop, &a->hold_timer);
@@ -569,6 +577,8 @@ int agent_session_start(struct agent_session *a, struct agent_group *g,
         r = uv_timer_init(a->loop, &a->grace_timer);
     if (r == 0)
         r = uv_timer_init(a->loop, &a->verdict);
+    if (r == 0)
+        r = uv_timer_init(a->loop, &a->own_end);
     if (r == 0)
         r = uv_timer_init(a->loop, &a->heartbeat);
     if (r == 0)

@@ -106,10 +106,6 @@
 /* A job's own timers. Node rank 0's agent has this long to send the NCCL ids of a round; past
  * it the job fails, naming that node. */
 #define RDZVD_JOB_NCCL_ID_TIMEOUT_MS 60000
-/* R17a: once every survivor of an in-place generation has left succeeded, how long its
- * newcomers with no step reported are waited for before the job ends without them. An honest
- * newcomer trained beside the survivors and ends about when they do. */
-#define RDZVD_JOB_NEWCOMER_WAIT_MS 30000
 /* After a ROUND, while workers start (CUDA and NCCL init can take a while), a member's heartbeat
  * may be this many heartbeat timeouts late before the member is lost. */
 #define RDZVD_JOB_INIT_GRACE_FACTOR 3

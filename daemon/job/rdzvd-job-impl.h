@@ -67,7 +67,7 @@ struct rdzvd_job_move {
     double end_s;
 };
 
-enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD, T_BACKOFF, T_PREFLIGHT, T_NEWCOMERS };
+enum job_timer { T_LAST_CALL, T_JOIN, T_NCCL, T_REBUILD, T_BACKOFF, T_PREFLIGHT };
 /* What a generation's store, asked of the outbox, goes on with once open: the ROUNDs; the
  * NCCL_REQUEST (ids only, nccl_want); a rebuilt generation's store back (on another port when
  * its own is taken). */

@@ -178,10 +178,11 @@ void rdzvd_job_check_all_left(struct rdzvd_job *j)
         return;
     /* R17a: with --recovery inplace, training is over once every survivor (its workers went on
      * from the generation before) has left succeeded: a newcomer's fresh workers, with no step
-     * reported, may wait for peers that are done. They are waited for RDZVD_JOB_NEWCOMER_WAIT_MS
-     * (an honest one ends about when the survivors do), then the job ends without them. A
-     * newcomer that left succeeded counts as a survivor: its workers ran to their end. With no
-     * survivor, every node leaves. */
+     * reported, may wait for peers that are done. The job ends then; their agent gives them
+     * RDZV_NEWCOMER_WAIT_MS to end on their own (an honest one ends about when the survivors
+     * do), then stops them (A19a). The wait is the agent's: nothing of it is left for an rdzvd
+     * restart to forget. A newcomer that left succeeded counts as a survivor: its workers ran to
+     * their end. With no survivor, every node leaves. */
     for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && (!o->newcomer || o->left_ok))
         survivors++;
     for_each_member(j, o, pos, tmp)
@@ -191,13 +192,17 @@ void rdzvd_job_check_all_left(struct rdzvd_job *j)
         if (o->node_rank >= 0 && !o->left_ok)
             idle++;
     }
-    if (idle && !(j->timer_armed && j->timer_kind == T_NEWCOMERS)) {
-        if (!j->timer_armed)
-            rdzvd_job_timer_start(j, T_NEWCOMERS, RDZVD_JOB_NEWCOMER_WAIT_MS);
+    if (idle) {
+        char why[RDZV_SUMMARY_MAX + 1];
+
+        snprintf(why, sizeof(why),
+                 "every survivor's workers exited 0; %" PRId64 " newcomer node%s, with no step "
+                 "reported, %s %d s to end on %s own", idle, rdzv_plural((uint64_t)idle),
+                 idle == 1 ? "has" : "have", RDZV_NEWCOMER_WAIT_MS / 1000,
+                 idle == 1 ? "its" : "their");
+        rdzvd_job_end(j, "succeeded", 0, why);
         return;
     }
-    if (idle)
-        return; /* its timer ends the job (rdzvd_job_newcomers_due) */
     rdzvd_job_end(j, "succeeded", 0, "every worker of every node exited 0");
 }
 

@@ -477,15 +477,6 @@ void rdzvd_job_fired(struct rdzvd_job *j)
         snprintf(why, sizeof(why), "node rank 0 (%s) sent no NCCL id within %d s",
                  m0 ? m0->join.host : "?", RDZVD_JOB_NCCL_ID_TIMEOUT_MS / 1000);
         rdzvd_job_end(j, "failed", 1, why);
-    } else if (j->state == JOB_RUNNING && j->timer_kind == T_NEWCOMERS) {
-        /* R17a: the survivors left succeeded, and the newcomers did not follow in time. */
-        char why[160];
-
-        snprintf(why, sizeof(why),
-                 "every survivor's workers exited 0; the newcomers, with no step reported, did "
-                 "not end within %d s of them and are stopped",
-                 RDZVD_JOB_NEWCOMER_WAIT_MS / 1000);
-        rdzvd_job_end(j, "succeeded", 0, why);
     } else if (j->state == JOB_RUNNING && j->timer_kind == T_REBUILD && j->nmembers == 0) {
         /* Rebuilt at rdzvd's start or election and no agent came: back to its record. */
         rdzvd_job_note(j, false, "no agent of generation %" PRIu64 " came back: its record "

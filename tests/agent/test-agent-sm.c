@@ -184,20 +184,48 @@ static void test_outcome_exit_code(void)
 }
 
 /* Told the job succeeded while its workers run (a newcomer beside in-place survivors that are
- * done, job-policy R17a): they wait for peers that are gone, so they are stopped; exit code 0. */
+ * done, job-policy R17a): they have RDZV_NEWCOMER_WAIT_MS to end on their own (A19a). Past it
+ * they wait for peers that are gone, and are stopped; exit code 0 either way. */
 static void test_succeeded_while_running_stops_the_workers(void)
 {
     struct rig g;
+    int t;
 
     rig_init(&g, true);
     round_of(&g, 2);
     event(&g, "succeeded", 2, 0);
     ASSERT_EQ(g.sm.exit_code, 0);
-    ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    ASSERT_EQ(find(&g, AGENT_DO_STOP), -1);
+    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
+    t = find(&g, AGENT_DO_TIMER);
+    ASSERT_TRUE(t >= 0);
+    ASSERT_EQ(g.r.fx[t].timer, AGENT_TIMER_OWN_END);
+    ASSERT_EQ(g.r.fx[t].due_ms, g.now + RDZV_NEWCOMER_WAIT_MS);
     ASSERT_EQ(g.sm.state, AG_STOPPING);
-    ASSERT_TRUE(said(&g, RDZV_LOG_WARN, "job succeeded on another node") >= 0);
+    ASSERT_TRUE(said(&g, RDZV_LOG_WARN, "workers have 30 s to end on their own") >= 0);
+    /* A failure meanwhile is no report: the job is over. */
+    worker_exit(&g, 0, 1, 0, false);
+    ASSERT_EQ(find(&g, AGENT_DO_WORKER_EXIT), -1);
+    ASSERT_EQ(find(&g, AGENT_DO_STOP), -1);
+    g.now += RDZV_NEWCOMER_WAIT_MS;
+    step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_OWN_END});
+    ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    ASSERT_TRUE(said(&g, RDZV_LOG_WARN, "did not end within 30 s") >= 0);
     all_exited(&g);
     ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+    ASSERT_EQ(g.sm.exit_code, 0);
+
+    /* Workers that end within the wait: the session is over, the timer cancelled, none
+     * stopped. */
+    rig_init(&g, true);
+    round_of(&g, 2);
+    event(&g, "succeeded", 2, 0);
+    g.now += 5000;
+    all_exited(&g);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+    ASSERT_EQ(find(&g, AGENT_DO_STOP), -1);
+    t = find(&g, AGENT_DO_TIMER);
+    ASSERT_TRUE(t >= 0 && g.r.fx[t].timer == AGENT_TIMER_OWN_END && g.r.fx[t].due_ms < 0);
     ASSERT_EQ(g.sm.exit_code, 0);
 }
 

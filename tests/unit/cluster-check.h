@@ -172,8 +172,6 @@ static bool cs_waits_for_done(void)
  * A node rdzvd lost that trains beside a newer generation is none: C2 allows it within
  * cs_stale_bound (cluster-agent.h), the bound its agent keeps (agent-policy A30, A32). */
 static const char *const cs_open[] = {
-    /* rdzvd restarts while R17a waits for idle newcomers: the rebuild forgets who was one */
-    "waits for peers that are done",
     NULL, /* the end mark: a race found goes above it */
 };
 #define CS_OPEN (sizeof(cs_open) / sizeof(cs_open[0])) /* the end mark counted */
