@@ -366,7 +366,8 @@ class Soak:
                 continue
             m = END_RE.match(line)
             if m:
-                ends.append(tuple(int(m.group(i)) for i in range(2, 6)))
+                # (generation, rank, wrapper pid, trainer rc, time in s)
+                ends.append(tuple(int(m.group(i)) for i in range(2, 6)) + (int(m.group(1)) / 1e6,))
                 continue
             if line:
                 self.violate(f"bad line in the workers' record: {line!r}")
@@ -791,13 +792,19 @@ class Soak:
             for s in starts:
                 newest[s.rank] = s
             rcs = {e[2]: e[3] for e in ends}  # wrapper pid -> trainer rc
-            bad = {r: rcs.get(s.pid) for r, s in newest.items() if rcs.get(s.pid) != 0}
+            # R17a: a newcomer started in place after every rank's trainer had reached its last
+            # step and exited 0 waits for peers that are done; the job ends succeeded without it
+            # and its agent stops it. Its incarnation ends with no rc.
+            over = lambda s: all(any(e[1] == r and e[3] == 0 and e[4] < s.t for e in ends)
+                                 for r in range(WORLD))
+            bad = {r: rcs.get(s.pid) for r, s in newest.items()
+                   if rcs.get(s.pid) != 0 and not (s.pid not in rcs and over(s))}
             if sorted(newest) != list(range(WORLD)) or bad:
                 self.violate(f"each rank's last incarnation should end with rc 0: {bad}; newest "
                              f"{newest}")
         elif starts:
             last = max(s.gen for s in starts)
-            ok = sorted(r for g, r, _, rc in ends if g == last and rc == 0)
+            ok = sorted(r for g, r, _, rc, _ in ends if g == last and rc == 0)
             if ok != list(range(WORLD)):
                 self.violate(f"the last generation {last}'s trainers exited 0 on ranks {ok}, "
                              f"expected all {WORLD}; ends: {[e for e in ends if e[0] == last]}")
