@@ -733,6 +733,9 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
         rdzvd_member_set_rank(m, rs->node_rank);
         m->prev_rank = rs->node_rank;
         m->ran_gen = rs->generation; /* its workers run it */
+        /* R17a: a newcomer of it, as its record says (one rebuilt from its agents' claims
+         * cannot say: its nodes are survivors, and every one of them leaves) */
+        m->newcomer = j->rebuilt_nodes && j->rebuilt_nodes[rs->node_rank].newcomer;
         m->rank_offset = rs->rank_offset;
         rdzvd_member_set_ready(m, false);
         rdzvd_job_note(j, false,

@@ -54,6 +54,10 @@
 struct rdzvd_job_record_node {
     char node_id[RDZV_ID_MAX + 1];
     int64_t nproc;
+    /* A newcomer of the generation (R17a: placed from no place, no step reported by its
+     * workers). In the record as "newcomers", [node_rank, ...] beside "nodes": an rdzvd that
+     * predates it reads the rest. */
+    bool newcomer;
 };
 
 /* One failure of a node's workers: when (rdzvd's wall clock, unix ms), which rank, and whether

@@ -38,7 +38,8 @@ static struct rdzvd_job_record_node *job_round_nodes(struct rdzvd_job *j)
         return NULL;
     }
     for (int64_t i = 0; i < n; i++) {
-        nodes[i] = (struct rdzvd_job_record_node){.nproc = j->by_rank[i]->join.nproc};
+        nodes[i] = (struct rdzvd_job_record_node){.nproc = j->by_rank[i]->join.nproc,
+                                                  .newcomer = j->by_rank[i]->newcomer};
         memcpy(nodes[i].node_id, j->by_rank[i]->join.node_id, sizeof(nodes[i].node_id));
     }
     return nodes;
@@ -521,19 +522,24 @@ static int record_decode_fails(json_t *all, struct rdzvd_job_record *rec)
     return 0;
 }
 
-/* rec's nodes ([[node_id, nproc], ...] by node rank) and ids (["hex", ...]) into o. 0 or
- * -ENOMEM. */
+/* rec's nodes ([[node_id, nproc], ...] by node rank; the newcomers' node ranks, if any, [i,
+ * ...]) and ids (["hex", ...]) into o. 0 or -ENOMEM. */
 static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
 {
-    json_t *a;
+    json_t *a, *nc = NULL;
 
     if (rec->nodes) {
         if (!(a = json_array()) || json_object_set_new(o, "nodes", a) < 0)
             return -ENOMEM;
-        for (int64_t i = 0; i < rec->nnodes; i++)
+        for (int64_t i = 0; i < rec->nnodes; i++) {
             if (json_array_append_new(a, json_pack("[s, I]", rec->nodes[i].node_id,
                                                    (json_int_t)rec->nodes[i].nproc)) < 0)
                 return -ENOMEM;
+            if (rec->nodes[i].newcomer &&
+                ((!nc && (!(nc = json_array()) || json_object_set_new(o, "newcomers", nc) < 0)) ||
+                 json_array_append_new(nc, json_integer((json_int_t)i)) < 0))
+                return -ENOMEM;
+        }
     }
     if (rec->n_ids) {
         if (!(a = json_array()) || json_object_set_new(o, "ids", a) < 0)
@@ -795,6 +801,20 @@ static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
                 goto out_bad;
             snprintf(rec->nodes[i].node_id, sizeof(rec->nodes[i].node_id), "%s", id);
             rec->nodes[i].nproc = nproc;
+        }
+    }
+    if ((v = json_object_get(o, "newcomers"))) { /* node ranks of nodes, each once */
+        json_t *k;
+
+        if (!rec->nodes || !json_is_array(v))
+            goto out_bad;
+        json_array_foreach(v, i, k)
+        {
+            json_int_t rank = json_is_integer(k) ? json_integer_value(k) : -1;
+
+            if (rank < 0 || rank >= rec->nnodes || rec->nodes[rank].newcomer)
+                goto out_bad;
+            rec->nodes[rank].newcomer = true;
         }
     }
     if (ids) {

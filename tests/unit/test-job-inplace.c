@@ -140,6 +140,90 @@ static void test_newcomer_that_left_is_a_survivor(void)
     env_done(&e);
 }
 
+/* Who is a newcomer outlives an rdzvd restart on its --state-dir: the job's record says it of
+ * each node of the generation. Generation 2 (node 2 idle beside the survivors) is rebuilt from
+ * the record; its three nodes resume, the survivors leave succeeded, and the job ends without
+ * waiting for node 2, whose workers would wait for peers that are done. */
+static void test_idle_newcomer_outlives_an_rdzvd_restart(void)
+{
+    char path[64], secrets[3][RDZV_SECRET_HEX + 1];
+    struct fake f[3] = {0};
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path));
+
+    env_init(&e, fd);
+    scale_up_idle(&e, f, 3, 3);
+    for (int i = 0; i < 3; i++)
+        memcpy(secrets[i], e.secrets[i], sizeof(secrets[i]));
+    env_done(&e);
+    env_init(&e, fd); /* rdzvd restarts on its state directory */
+    jt_rebuild(&e.h);
+    for (int i = 0; i < 3; i++) {
+        struct rdzv_join jn = join_of(i, 2, 3, 3);
+        const struct rdzv_round *rd = &f[i].round;
+
+        memcpy(e.secrets[i], secrets[i], sizeof(secrets[i]));
+        jn.inplace = jn.scale_up_now = true;
+        jn.resume = (struct rdzv_resume){.generation = 2, .node_rank = rd->node_rank,
+                                         .nnodes = rd->nnodes, .rank_offset = rd->rank_offset,
+                                         .world_size = rd->world_size,
+                                         .restart_count = rd->restart_count,
+                                         .master_port = rd->master_port};
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+    }
+    jt_leave(f[0].m, 2, true);
+    jt_leave(f[1].m, 2, true);
+    ASSERT_TRUE(event_is(&f[2], "succeeded"));
+    ASSERT_TRUE(strstr(f[2].event.summary, "1 newcomer node") != NULL);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
+/* The record's newcomers (rdzvd-job-record.h): node ranks of its nodes, each once, beside
+ * "nodes"; they come back as put, and a record with any other reads as none (-EBADMSG). */
+static void test_newcomers_in_the_record(void)
+{
+    static const char *const bad[] = {
+        "\"nodes\":[[\"x\",8],[\"y\",8],[\"z\",8]],\"newcomers\":[3]",   /* no node rank 3 */
+        "\"nodes\":[[\"x\",8],[\"y\",8],[\"z\",8]],\"newcomers\":[1,1]", /* twice */
+        "\"nodes\":[[\"x\",8],[\"y\",8],[\"z\",8]],\"newcomers\":[\"1\"]", /* a string */
+        "\"nodes\":[[\"x\",8],[\"y\",8],[\"z\",8]],\"newcomers\":1",     /* no array */
+        "\"newcomers\":[0]",                                                 /* no nodes */
+    };
+    static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_job_record_node nodes[3] = {{"x", 8}, {"y", 8, true}, {"z", 8, true}};
+    struct rdzvd_job_record a = {.min = 2, .max = 4, .max_restarts = 3, .generation = 7,
+                                 .running = true, .nnodes = 3, .world_size = 24,
+                                 .nodes = nodes},
+                            got;
+    struct rdzvd_store *t = NULL;
+    char text[1024];
+
+    ASSERT_OK(rdzvd_store_new(&lim, NULL, &t));
+    rdzvd_store_set_decision_fn(t, rdzvd_decision_apply, NULL);
+    snprintf(a.run_id, sizeof(a.run_id), "nc");
+    ASSERT_OK(rdzvd_job_record_put(t, &a));
+    ASSERT_OK(rdzvd_job_record_get(t, "nc", &got));
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(got.nodes[i].newcomer, i > 0);
+    rdzvd_job_record_clear(&got);
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        int n = snprintf(text, sizeof(text),
+                         "{\"run_id\":\"nc\",\"min\":2,\"max\":4,\"max_restarts\":3,"
+                         "\"generation\":7,\"restart_count\":1,\"running\":true,\"nnodes\":3,"
+                         "\"world_size\":24,%s}",
+                         bad[k]);
+
+        ASSERT_OK(rdzvd_store_set(t, "job/nc", 6, text, (size_t)n));
+        memset(&got, 0, sizeof(got));
+        ASSERT_EQ(rdzvd_job_record_get(t, "nc", &got), -EBADMSG);
+        ASSERT_NULL(got.nodes); /* nothing left allocated */
+    }
+    rdzvd_store_free(t);
+}
+
 /* Without --recovery inplace, every node of the generation leaves before the job succeeds. */
 static void test_restart_waits_for_every_node(void)
 {
@@ -229,6 +313,8 @@ int main(void)
     TEST(test_newcomer_that_stepped_is_waited_for);
     TEST(test_idle_newcomer_stays_one);
     TEST(test_newcomer_that_left_is_a_survivor);
+    TEST(test_idle_newcomer_outlives_an_rdzvd_restart);
+    TEST(test_newcomers_in_the_record);
     TEST(test_restart_waits_for_every_node);
     TEST(test_leave_across_scale_up_ends_the_job);
     TEST(test_leave_across_a_lost_node_restart_ends_the_job);
