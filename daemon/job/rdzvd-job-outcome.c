@@ -56,7 +56,14 @@ void rdzvd_member_send_outcome(struct rdzvd_member *m)
 {
     struct rdzv_event own = m->job->outcome;
 
-    if (own.exit_code == 0 && !rdzvd_member_held_place(m)) /* it ran nothing: no success */
+    /* It ran nothing here: no success. One that came back from a generation that was over
+     * (its resume's, R3 and W5a) ran that one, and says so. */
+    if (own.exit_code == 0 && !rdzvd_member_held_place(m) && m->join.resume.generation)
+        snprintf(own.summary, sizeof(own.summary),
+                 "this node ran nothing since its generation %" PRIu64 " was over: it waited as "
+                 "a spare, and job %s succeeded on its other nodes",
+                 m->join.resume.generation, m->job->run_id);
+    else if (own.exit_code == 0 && !rdzvd_member_held_place(m))
         snprintf(own.summary, sizeof(own.summary),
                  "this node ran nothing: it waited as a spare, and job %s succeeded on its other "
                  "nodes", m->job->run_id);

@@ -74,6 +74,34 @@ static void test_newest_resume_wins_the_rebuild(void)
     env_done(&e);
 }
 
+/* The node the newest resume put out of its generation waits as a spare; the job succeeds on
+ * the nodes of the newest. It is told it ran nothing since its generation was over (it ran
+ * that one), not that it never ran. */
+static void test_node_put_out_by_a_newer_resume_is_told_what_it_ran(void)
+{
+    struct fake f[3] = {0};
+    struct rdzv_join jn = claim_of(2, 2, 2, 3);
+    struct env e;
+
+    env_init(&e, -1);
+    ASSERT_OK(join(&e, &f[2], &jn));
+    for (int i = 0; i < 2; i++) {
+        jn = claim_of(i, 3, i, 2);
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+    }
+    ASSERT_TRUE(event_is(&f[2], "restart"));
+    jt_ready(f[2].m, 2);
+    jt_leave(f[0].m, 3, true);
+    jt_leave(f[1].m, 3, true);
+    ASSERT_TRUE(event_is(&f[0], "succeeded"));
+    ASSERT_TRUE(event_is(&f[2], "succeeded"));
+    ASSERT_TRUE(strstr(f[2].event.summary, "this node ran nothing since its generation 2 was "
+                                           "over: it waited as a spare, and job job succeeded "
+                                           "on its other nodes") != NULL);
+    env_done(&e);
+}
+
 /* The straggler of ended-job-runs-again.trace: the job ended while node 1's agent was cut off,
  * and rdzvd restarted without --state-dir. Node 1's resume rebuilds generation 1 of 2 nodes;
  * node 0's agent exited with the end and never comes back. The rebuilt generation, short of a
@@ -166,6 +194,7 @@ int main(void)
 {
     rdzv_log_setup("test-job-claims", RDZV_LOG_ERROR);
     TEST(test_newest_resume_wins_the_rebuild);
+    TEST(test_node_put_out_by_a_newer_resume_is_told_what_it_ran);
     TEST(test_rebuilt_job_short_of_nodes_ends);
     TEST(test_whole_rebuild_restarts_as_any);
     TEST(test_a_claim_of_another_history_rejoins);
