@@ -456,6 +456,9 @@ void rdzvd_job_free(struct rdzvd_job *j);
 void rdzvd_job_try_close(struct rdzvd_job *j);
 /* The job is over: every member is told how it ended (EVENT type), the outcome is kept. */
 void rdzvd_job_end(struct rdzvd_job *j, const char *type, int64_t exit_code, const char *summary);
+/* The job succeeded when every node of the running generation has sent LEAVE succeeded
+ * (rdzvd-job-outcome.c). */
+void rdzvd_job_check_all_left(struct rdzvd_job *j);
 /* The round is complete (NCCL ids and store in place): RUNNING, the record saved, and each
  * member of the generation sent its ROUND. */
 void rdzvd_job_send_rounds(struct rdzvd_job *j);
@@ -513,8 +516,6 @@ void rdzvd_member_remove(struct rdzvd_member *m, const char *why, const struct r
  * a stall of rdzvd (rdzvd_member_mark_stall: on m, and on its job: rdzvd ran late). */
 void rdzvd_member_check_stall(struct rdzvd_member *m);
 void rdzvd_member_mark_stall(struct rdzvd_member *m);
-/* The job succeeded when every node of the running generation has sent LEAVE succeeded. */
-void rdzvd_job_check_all_left(struct rdzvd_job *j);
 /* Every member of the stopped generation is ready: form the next one (or end a cancelled job). */
 void rdzvd_job_check_stopped(struct rdzvd_job *j);
 /* j, stopping and cancelled, stops now: every member counts as stopped (rdzvd_job_check_stopped

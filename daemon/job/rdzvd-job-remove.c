@@ -158,54 +158,6 @@ void rdzvd_member_remove(struct rdzvd_member *m, const char *why, const struct r
     }
 }
 
-/* A newcomer of the running generation whose workers reported no step in it (HEARTBEAT
- * progress, rdzvd-job-progress.c): with --recovery inplace they wait for the survivors (R17a). */
-static bool member_fresh_idle(const struct rdzvd_member *m)
-{
-    return m->newcomer && !(m->progress && m->progress_gen == m->job->generation);
-}
-
-/* The job succeeded when every node of the running generation has sent LEAVE succeeded (R17).
- * A rebuilt one waits for its nodes not back: they may still run, or have failed (the rebuild
- * window says); a node gone after its LEAVE succeeded is back and done (R17b). */
-void rdzvd_job_check_all_left(struct rdzvd_job *j)
-{
-    struct rdzv_list *pos, *tmp;
-    struct rdzvd_member *o;
-    int64_t survivors = 0, idle = 0;
-
-    if (j->state != JOB_RUNNING || (j->rebuilt && j->nin_round + j->nin_done < j->round.nnodes))
-        return;
-    /* R17a: with --recovery inplace, training is over once every survivor (its workers went on
-     * from the generation before) has left succeeded: a newcomer's fresh workers, with no step
-     * reported, may wait for peers that are done. The job ends then; their agent gives them
-     * RDZV_NEWCOMER_WAIT_MS to end on their own (an honest one ends about when the survivors
-     * do), then stops them (A19a). The wait is the agent's: nothing of it is left for an rdzvd
-     * restart to forget. A newcomer that left succeeded counts as a survivor: its workers ran to
-     * their end. With no survivor, every node leaves. */
-    for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && (!o->newcomer || o->left_ok))
-        survivors++;
-    for_each_member(j, o, pos, tmp)
-    {
-        if (o->node_rank >= 0 && !o->left_ok && !(j->inplace && survivors && member_fresh_idle(o)))
-            return;
-        if (o->node_rank >= 0 && !o->left_ok)
-            idle++;
-    }
-    if (idle) {
-        char why[RDZV_SUMMARY_MAX + 1];
-
-        snprintf(why, sizeof(why),
-                 "every survivor's workers exited 0; %" PRId64 " newcomer node%s, with no step "
-                 "reported, %s %d s to end on %s own", idle, rdzv_plural((uint64_t)idle),
-                 idle == 1 ? "has" : "have", RDZV_NEWCOMER_WAIT_MS / 1000,
-                 idle == 1 ? "its" : "their");
-        rdzvd_job_end(j, "succeeded", 0, why);
-        return;
-    }
-    rdzvd_job_end(j, "succeeded", 0, "every worker of every node exited 0");
-}
-
 void rdzvd_jobs_drop_all(struct rdzv_list *jobs)
 {
     /* The jobs' host, which each job's copy names (none: nothing to drop). */
