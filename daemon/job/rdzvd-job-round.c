@@ -347,18 +347,6 @@ void rdzvd_job_stop_now(struct rdzvd_job *j)
     rdzvd_job_check_stopped(j);
 }
 
-/* R17d: a node of the running generation has left succeeded (or went once done): its workers
- * all exited 0, after the last collective, which every rank had to reach. Training is over. */
-static bool training_over(struct rdzvd_job *j)
-{
-    struct rdzv_list *pos, *tmp;
-    struct rdzvd_member *m;
-
-    for_each_member(j, m, pos, tmp) if (m->node_rank >= 0 && m->left_ok)
-        return true;
-    return j->nin_done > 0;
-}
-
 /* Stop the current generation everywhere and form a new one. uncounted: NULL for a failure (uses
  * the restart budget), else why it is not one ("scale-up"). exit_code/summary: the root cause. */
 void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char *uncounted,
@@ -382,24 +370,6 @@ void rdzvd_job_restart(struct rdzvd_job *j, enum rdzv_mark_kind kind, const char
     /* R26a: a generation rebuilt from resumes alone (no --state-dir: W5) whose nodes are not
      * all back may be a job that ended while they were away: it never runs again. */
     claimed = j->claim_gen == j->generation && j->nin_round + j->nin_done < j->round.nnodes;
-    /* R17d: a node lost once training is over restarts nothing, as R17c's LEAVE that crosses
-     * the restart: the nodes without a member are accounted for, as done, and the job ends
-     * once the others leave. A worker's failure is no success: it restarts. Not R26a's
-     * generation: how that job ended (maybe failed) is not known here. Nor a node put aside:
-     * its verdict is recorded with the restart's decision (P4). */
-    if (kind == RDZV_MARK_NODE_LOST && !claimed && !aside && !slow && training_over(j)) {
-        j->restart_lost = false;
-        for (int64_t i = 0; i < j->round.nnodes && i < j->rank_cap; i++)
-            if (!j->by_rank[i] && !j->rank_done[i]) {
-                j->rank_done[i] = true;
-                j->nin_done++;
-            }
-        rdzvd_job_note(j, false, "%s; a node's workers had all exited 0, so training is over: no "
-                       "restart, the job ends once the other nodes leave", summary);
-        (void)rdzvd_job_save_aside(j); /* what the loss charged its node: no STOPPED records it */
-        rdzvd_job_check_all_left(j);
-        return;
-    }
     if (!counted && !claimed)
         uncounted_keep(j); /* recorded with the decision (STOPPED) */
     if (claimed || (counted && j->restart_count >= j->max_restarts)) {

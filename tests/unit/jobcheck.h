@@ -31,7 +31,6 @@ struct pre {
     int nevents[NODES], nrounds[NODES], naside[NODES], nhist_aside;
     bool ended; /* the job was seen to end */
     bool spent; /* the job's bound on restarts not counted was spent (job-policy.md P8) */
-    bool over;  /* a node of the running generation left succeeded, or went once done (R17d) */
 };
 
 /* The node whose worker failure made the restart (the event's; for every node failing, the
@@ -85,9 +84,6 @@ static void take_pre(struct model *md, int node, struct pre *p)
         p->cancelled = j->cancelled;
         p->nmembers = j->nmembers;
         p->nhist_aside = hist_aside(j);
-        p->over = j->state == JOB_RUNNING && j->nin_done > 0;
-        for_each_member(j, m, pos, tmp) p->over |=
-            j->state == JOB_RUNNING && m->node_rank >= 0 && m->left_ok;
         for (unsigned k = 0; k < j->n_uncounted; k++) /* P8's count, by the machine's clock */
             p->spent |= k + 1 >= RDZVD_JOB_UNCOUNTED_RESTARTS &&
                         (int64_t)(rdzvd_job_wall_s(&j->host) * 1000) - j->uncounted_ms[0] <
@@ -112,8 +108,7 @@ static void take_pre(struct model *md, int node, struct pre *p)
 
 /* I1, for a step whose event (kind, node i) ended the job: may it? A failure only with the
  * budget used (or the job cancelled), or the job's last node gone without a record to wait for
- * it; a node of the generation gone once another left succeeded (R17d: training is over, the
- * others left too); a CANCEL only when the others signalled or too few are left; LEAVE
+ * it; a CANCEL only when the others signalled or too few are left; LEAVE
  * (succeeded) and READY (a cancelled job stopped), timers and the operator. */
 static void check_end_cause(struct model *md, int kind, int i, const struct pre *p)
 {
@@ -124,16 +119,14 @@ static void check_end_cause(struct model *md, int kind, int i, const struct pre 
         ok = true;
     else if ((kind >= EV_EXIT_START && kind <= EV_EXIT_KILL) || kind == EV_ALL_FAIL)
         ok = budget;
-    else if (kind == EV_GONE || kind == EV_UNHEALTHY) /* R17d: training over, succeeded */
-        ok |= (p->rank[i] >= 0 && p->st == JOB_RUNNING &&
-               (budget || (p->over && kind == EV_GONE))) ||
+    else if (kind == EV_GONE || kind == EV_UNHEALTHY)
+        ok |= (p->rank[i] >= 0 && p->st == JOB_RUNNING && budget) ||
               (kind == EV_GONE && p->nmembers == 1 && p->gen > 0 && !md->v->state_dir);
     else if (kind == EV_LEAVE)
         ok = p->st == JOB_RUNNING;
     else if (kind == EV_CANCEL) /* past P8's bound a node placed that never ran is charged */
         ok |= p->st == JOB_FORMING ? p->unsignalled == 0 : p->unsignalled < md->v->min ||
-              (p->spent && p->rank[i] >= 0 && p->st == JOB_RUNNING && budget) ||
-              (p->over && p->rank[i] >= 0 && p->st == JOB_RUNNING); /* R17d */
+              (p->spent && p->rank[i] >= 0 && p->st == JOB_RUNNING && budget);
     else if (kind == EV_JOIN)
         ok = md->a[i].left; /* a resume that says its workers were done */
     else if (kind != EV_READY)
