@@ -546,10 +546,10 @@ static void on_outcome(struct agent_sm *sm, const struct agent_facts *f,
     } else {
         sm->exit_code = e->exit_code ? (int)e->exit_code : 1;
     }
-    if (!sm->workers_gone && sm->exit_code == 0 && sm->state == AG_RUNNING) {
-        /* A19a: a newcomer's fresh workers beside in-place survivors that are done (R17a). An
-         * honest one trained beside them and ends about when they did; one that waits for
-         * them is stopped when the wait is over. No WORKER_EXIT goes: the job is over. */
+    if (!sm->workers_gone && sm->exit_code == 0 &&
+        (sm->state == AG_RUNNING || (sm->state == AG_RESTARTING && f->running > 0))) {
+        /* A19a: fresh workers beside in-place survivors that are done (R17a), or those kept in
+         * place after a rank failed (RESTARTING): they may end; past the wait, they stop. */
         say(r, RDZV_LOG_WARN,
             "job %s succeeded on its other nodes; this node's workers have %d s to end on "
             "their own", sm->run_id, RDZV_NEWCOMER_WAIT_MS / 1000);

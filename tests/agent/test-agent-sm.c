@@ -227,6 +227,27 @@ static void test_succeeded_while_running_stops_the_workers(void)
     t = find(&g, AGENT_DO_TIMER);
     ASSERT_TRUE(t >= 0 && g.r.fx[t].timer == AGENT_TIMER_OWN_END && g.r.fx[t].due_ms < 0);
     ASSERT_EQ(g.sm.exit_code, 0);
+
+    /* In place, one rank failed (the others kept for the re-form: RESTARTING), then the
+     * outcome: the workers kept wait for a generation that never comes. The same wait, then
+     * they stop. */
+    rig_init(&g, true);
+    round_of(&g, 2);
+    step(&g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = 0, .status = 1,
+                                  .facts.following = 1});
+    ASSERT_EQ(g.sm.state, AG_RESTARTING);
+    g.rank_running[0] = false;
+    g.running = 1;
+    event(&g, "succeeded", 2, 0);
+    ASSERT_EQ(g.sm.state, AG_STOPPING);
+    t = find(&g, AGENT_DO_TIMER);
+    ASSERT_TRUE(t >= 0 && g.r.fx[t].timer == AGENT_TIMER_OWN_END);
+    g.now += RDZV_NEWCOMER_WAIT_MS;
+    step(&g, (struct agent_input){.kind = AGENT_IN_TIMER, .timer = AGENT_TIMER_OWN_END});
+    ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    all_exited(&g);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+    ASSERT_EQ(g.sm.exit_code, 0);
 }
 
 /* The workers could not start: exit code 127 is reported for the node's first rank, and the
