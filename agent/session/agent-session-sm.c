@@ -548,12 +548,12 @@ static void on_outcome(struct agent_sm *sm, const struct agent_facts *f,
     }
     if (!sm->workers_gone && sm->exit_code == 0 &&
         (sm->state == AG_RUNNING || (sm->state == AG_RESTARTING && f->running > 0))) {
-        /* A19a: fresh workers beside in-place survivors that are done (R17a), or those kept in
-         * place after a rank failed (RESTARTING): they may end; past the wait, they stop. */
-        say(r, RDZV_LOG_WARN,
-            "job %s succeeded on its other nodes; this node's workers have %d s to end on "
-            "their own", sm->run_id, RDZV_NEWCOMER_WAIT_MS / 1000);
+        /* A19a: fresh workers beside survivors that are done (R17a), or kept after a failure */
         set_state(sm, AG_STOPPING, r);
+        if (sm->stop_sent)
+            return; /* they are being stopped already */
+        say(r, RDZV_LOG_WARN, "job %s succeeded on its other nodes; this node's workers have %d s "
+            "to end on their own", sm->run_id, RDZV_NEWCOMER_WAIT_MS / 1000);
         timer_arm(sm, AGENT_TIMER_OWN_END, RDZV_NEWCOMER_WAIT_MS, r);
         return;
     }

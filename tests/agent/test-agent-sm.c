@@ -248,6 +248,21 @@ static void test_succeeded_while_running_stops_the_workers(void)
     all_exited(&g);
     ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
     ASSERT_EQ(g.sm.exit_code, 0);
+
+    /* A rank failed here, not in place: the others are being stopped already. No wait is said
+     * or armed; the session ends once they are gone. */
+    rig_init(&g, false);
+    round_of(&g, 2);
+    step(&g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = 0, .status = 1});
+    ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    g.running = 1;
+    event(&g, "succeeded", 2, 0);
+    ASSERT_EQ(g.sm.state, AG_STOPPING);
+    ASSERT_EQ(find(&g, AGENT_DO_TIMER), -1);
+    ASSERT_EQ(said(&g, RDZV_LOG_WARN, "to end on their own"), -1);
+    all_exited(&g);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+    ASSERT_EQ(g.sm.exit_code, 0);
 }
 
 /* The workers could not start: exit code 127 is reported for the node's first rank, and the
