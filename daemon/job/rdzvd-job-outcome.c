@@ -108,15 +108,16 @@ void rdzvd_member_send_outcome(struct rdzvd_member *m)
 
     /* It ran nothing here: no success. One that came back from a generation that was over
      * (its resume's, R3 and W5a) ran that one, and says so. */
-    if (own.exit_code == 0 && !rdzvd_member_held_place(m) && m->join.resume.generation)
+    if (own.exit_code == 0 && !rdzvd_member_held_place(m)) {
+        char since[64] = "";
+
+        if (m->join.resume.generation)
+            snprintf(since, sizeof(since), " since its generation %" PRIu64 " was over",
+                     m->join.resume.generation);
         snprintf(own.summary, sizeof(own.summary),
-                 "this node ran nothing since its generation %" PRIu64 " was over: it waited as "
-                 "a spare, and job %s succeeded on its other nodes",
-                 m->join.resume.generation, m->job->run_id);
-    else if (own.exit_code == 0 && !rdzvd_member_held_place(m))
-        snprintf(own.summary, sizeof(own.summary),
-                 "this node ran nothing: it waited as a spare, and job %s succeeded on its other "
-                 "nodes", m->job->run_id);
+                 "this node ran nothing%s: it waited as a spare, and job %s succeeded on its "
+                 "other nodes", since, m->job->run_id);
+    }
     rdzvd_member_send_event(m, &own);
 }
 

@@ -535,9 +535,11 @@ static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
             if (json_array_append_new(a, json_pack("[s, I]", rec->nodes[i].node_id,
                                                    (json_int_t)rec->nodes[i].nproc)) < 0)
                 return -ENOMEM;
-            if (rec->nodes[i].newcomer &&
-                ((!nc && (!(nc = json_array()) || json_object_set_new(o, "newcomers", nc) < 0)) ||
-                 json_array_append_new(nc, json_integer((json_int_t)i)) < 0))
+            if (!rec->nodes[i].newcomer)
+                continue;
+            if (!nc && (!(nc = json_array()) || json_object_set_new(o, "newcomers", nc) < 0))
+                return -ENOMEM;
+            if (json_array_append_new(nc, json_integer((json_int_t)i)) < 0)
                 return -ENOMEM;
         }
     }
