@@ -713,6 +713,12 @@ static void carry(struct rdzvd_job_effect *e)
     }
 }
 
+/* What queues an effect or a record assumes: a step is open, its Ready not carried out. */
+static void step_holds(const struct rdzvd_job_steps *s)
+{
+    rdzv_assert(s->out && !s->draining);
+}
+
 /* ---- the step's records: the job table's changes, written before anything is sent ---- */
 
 struct rdzvd_job_kept {
@@ -775,33 +781,42 @@ static void records_write(struct rdzvd_job_outbox *o)
     }
 }
 
-void rdzvd_job_record_keep(const struct rdzvd_job_host *h, enum rdzvd_change what,
-                           const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
-                           bool holds)
+struct rdzvd_job_kept *rdzvd_job_record_new(const struct rdzvd_job_host *h,
+                                            enum rdzvd_change what, const uint8_t *key,
+                                            size_t klen, const uint8_t *val, size_t vlen,
+                                            bool holds)
+{
+    struct rdzvd_job_kept *k = malloc(sizeof(*k) + klen + vlen);
+
+    step_holds(h->steps); /* a record is of the step under way */
+    if (!k)
+        return NULL;
+    *k = (struct rdzvd_job_kept){.h = *h, .holds = holds, .what = what, .klen = klen,
+                                 .vlen = vlen};
+    memcpy(k->bytes, key, klen);
+    if (vlen)
+        memcpy(k->bytes + klen, val, vlen);
+    return k;
+}
+
+void rdzvd_job_record_queue(const struct rdzvd_job_host *h, struct rdzvd_job_kept *k, bool made)
 {
     struct rdzvd_job_outbox *o = h->steps->out;
-    struct rdzvd_job_kept *k;
-    int r;
 
-    /* Records are kept in the order decided: each after the one before it. */
-    rdzv_assert(!o || !o->kept_last || o->kept_last->after <= o->queued);
-    if (o && (k = malloc(sizeof(*k) + klen + vlen))) {
-        *k = (struct rdzvd_job_kept){.h = *h, .after = o->queued, .holds = holds, .what = what,
-                                     .klen = klen, .vlen = vlen};
-        memcpy(k->bytes, key, klen);
-        if (vlen)
-            memcpy(k->bytes + klen, val, vlen);
-        if (o->kept_last)
-            o->kept_last->next = k;
-        else
-            o->kept = k;
-        o->kept_last = k;
+    step_holds(h->steps);
+    rdzv_assert(k);
+    if (!made) {
+        free(k);
         return;
     }
-    if (o) /* out of memory: written now, after the records before it */
-        records_write(o);
-    if ((r = record_write(h, what, key, klen, val, vlen)) < 0)
-        log_error_errno(r, "a change of the job table was not written");
+    /* Records are kept in the order decided: each after the one before it. */
+    rdzv_assert(!o->kept_last || o->kept_last->after <= o->queued);
+    k->after = o->queued;
+    if (o->kept_last)
+        o->kept_last->next = k;
+    else
+        o->kept = k;
+    o->kept_last = k;
 }
 
 void rdzvd_job_records_keep(struct rdzvd_job_host *h, rdzvd_job_input_fn fn)
@@ -866,28 +881,6 @@ again:
     s->out = NULL;
 }
 
-/* A frame of a step of s opens: out becomes the steps' outbox when none is open (own: this
- * frame carries it out at its end); a frame within an open step adds to that one. None opens
- * while a Ready is carried out. */
-static bool step_open(struct rdzvd_job_steps *s, struct rdzvd_job_outbox *out)
-{
-    rdzv_assert(!s->draining); /* no step inside the carrying out of a Ready */
-    if (s->out)
-        return false;
-    s->out = out;
-    return true;
-}
-
-/* The frame that opened s's outbox closes: carry it out, then step what came back. */
-static void step_close(struct rdzvd_job_steps *s, bool own)
-{
-    rdzv_assert(s->out && !s->draining);
-    if (!own)
-        return;
-    drain(s);
-    later_run(s);
-}
-
 static void enqueue(struct rdzvd_job_outbox *o, struct rdzvd_job_effect *e)
 {
     e->next = NULL;
@@ -920,23 +913,6 @@ static void dropped(const char *what)
     log_error("out of memory queueing %s to an agent: dropped", what);
 }
 
-/* Steps (rdzvd-job-sm-int.h). */
-struct rdzvd_job_frame rdzvd_job_step_begin(const struct rdzvd_job_host *h,
-                                            struct rdzvd_job_frame *f)
-{
-    struct rdzvd_job_steps *s = h ? h->steps : NULL;
-    bool own = s && step_open(s, &f->out);
-
-    /* The value f takes: an outbox it opened starts empty. */
-    return (struct rdzvd_job_frame){.steps = s, .own = own};
-}
-
-void rdzvd_job_step_end(struct rdzvd_job_frame *f)
-{
-    if (f->steps)
-        step_close(f->steps, f->own);
-}
-
 bool rdzvd_job_deciding(const struct rdzvd_job_steps *s)
 {
     return s->out && !s->draining;
@@ -946,19 +922,18 @@ bool rdzvd_job_deciding(const struct rdzvd_job_steps *s)
  * no Ready is carried out (the last was carried out whole). */
 void rdzvd_job_ready_open(const struct rdzvd_job_host *h, struct rdzvd_job_ready *rd)
 {
-    bool own;
-
     rdzv_assert(!h->steps->out && !h->steps->draining);
     rd->out = (struct rdzvd_job_outbox){0};
     rd->steps_ = h->steps;
-    own = step_open(rd->steps_, &rd->out);
-    rdzv_assert(own);
+    rd->steps_->out = &rd->out;
 }
 
+/* The Ready is carried out, then what came back meanwhile is stepped. */
 void rdzvd_job_ready_close(struct rdzvd_job_ready *rd)
 {
-    rdzv_assert(rd->steps_->out == &rd->out);
-    step_close(rd->steps_, true);
+    rdzv_assert(rd->steps_->out == &rd->out && !rd->steps_->draining);
+    drain(rd->steps_);
+    later_run(rd->steps_);
 }
 
 bool rdzvd_job_ready_next(const struct rdzvd_job_ready *rd, const void **cursor,
@@ -1087,24 +1062,13 @@ static struct rdzvd_job_shared *round_body(struct rdzvd_job_outbox *o, const str
     return share(&o->last_round, l && round_equal(&l->u.round, rd), rd, sizeof(*rd));
 }
 
-/* Queueing is a frame of a step: e goes in the outbox of the step under way, and outside any
- * step is carried out now. Between sending_begin and step_close, s->out is the outbox; true:
- * own is it. */
-static bool sending_begin(struct rdzvd_job_steps *s, struct rdzvd_job_outbox *own)
-{
-    *own = (struct rdzvd_job_outbox){0};
-    return step_open(s, own);
-}
-
 static void post_event(struct rdzvd_job_steps *s, enum effect_kind kind,
                        const struct rdzvd_job_ops *ops, void *peer, const struct rdzv_event *ev)
 {
-    struct rdzvd_job_outbox own;
-    struct rdzvd_job_effect *e;
+    struct rdzvd_job_effect *e = effect_new(kind, ops, peer);
     struct rdzvd_job_shared *b;
-    bool mine = sending_begin(s, &own);
 
-    e = effect_new(kind, ops, peer);
+    step_holds(s); /* e goes in the outbox of the step under way */
     if ((b = e ? event_body(s->out, ev) : NULL)) {
         e->u.event = b;
         enqueue(s->out, e);
@@ -1114,16 +1078,13 @@ static void post_event(struct rdzvd_job_steps *s, enum effect_kind kind,
         if (kind == EFF_PUT_ASIDE)
             ops->close(peer, ev->summary);
     }
-    step_close(s, mine);
 }
 
+/* e goes in the outbox of the step under way. */
 static void post(struct rdzvd_job_steps *s, struct rdzvd_job_effect *e)
 {
-    struct rdzvd_job_outbox own;
-    bool mine = sending_begin(s, &own);
-
+    step_holds(s);
     enqueue(s->out, e);
-    step_close(s, mine);
 }
 
 void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *ev)
@@ -1166,14 +1127,12 @@ void rdzvd_member_send_joined_warn(struct rdzvd_member *m, bool spare, bool resu
 void rdzvd_member_send_round(struct rdzvd_member *m, struct rdzv_round *rd)
 {
     struct rdzvd_job_steps *s = m->job->host.steps;
-    struct rdzvd_job_outbox own;
     struct rdzvd_job_effect *e;
-    bool mine;
 
     /* A ROUND goes out once its generation formed, to a member that holds a node rank in it. */
     rdzv_assert(m->job->state == JOB_RUNNING && rd->generation == m->job->generation);
     rdzv_assert(m->node_rank >= 0 && m->node_rank < m->job->rank_cap && m->peer);
-    mine = sending_begin(s, &own);
+    step_holds(s);
     e = effect_new(EFF_ROUND, m->job->host.ops, m->peer);
     if (e && !(e->u.round.body = round_body(s->out, rd))) {
         free(e);
@@ -1186,7 +1145,6 @@ void rdzvd_member_send_round(struct rdzvd_member *m, struct rdzv_round *rd)
     } else {
         dropped("ROUND");
     }
-    step_close(s, mine);
 }
 
 int rdzvd_member_send_nccl_request(struct rdzvd_member *m, int64_t count, bool store)
@@ -1249,17 +1207,14 @@ void rdzvd_job_flush(const struct rdzvd_job *j)
     struct rdzvd_job_outbox *o = s->out;
     struct rdzvd_job_effect *e;
 
+    step_holds(s);
     /* One flush of a host in a row is enough. */
-    if (o && !s->draining && o->last) {
+    if (o->last) {
         if (o->last->kind == EFF_FLUSH && o->last->ops == j->host.ops &&
             o->last->peer == j->host.ud)
             return;
     }
     if (!(e = effect_new(EFF_FLUSH, j->host.ops, j->host.ud))) {
-        if (!o) { /* outside any step: at once */
-            j->host.ops->flush(j->host.ud);
-            return;
-        }
         o->flush_ops = j->host.ops;
         o->flush_ud = j->host.ud;
         return;
@@ -1303,27 +1258,25 @@ void rdzvd_job_store_drop(const struct rdzvd_job *j, void *store, bool drop)
     post(j->host.steps, e);
 }
 
-void rdzvd_job_journal_drop(const struct rdzvd_job *j, uint64_t gen, const char *state_name,
-                            bool fresh)
+int rdzvd_job_journal_drop(const struct rdzvd_job *j, uint64_t gen, const char *state_name,
+                           bool fresh)
 {
     struct rdzvd_job_effect *e = effect_new(EFF_JOURNAL_DROP, j->host.ops, j->host.ud);
     struct journal_drop *d = e ? calloc(1, sizeof(*d)) : NULL;
-    struct journal_drop now;
 
     rdzv_assert(j->host.state_dirfd >= 0 && state_name && state_name[0]);
-    if (!d) { /* out of memory: at once (nothing comes back into the machine) */
+    if (!d) {
         free(e);
-        d = &now;
+        log_error("job=%s out of memory queueing the deletion of the journal %s: it stays",
+                  j->run_id, state_name);
+        return -ENOMEM;
     }
     *d = (struct journal_drop){.dirfd = j->host.state_dirfd, .generation = gen, .fresh = fresh};
     snprintf(d->run_id, sizeof(d->run_id), "%s", j->run_id);
     snprintf(d->state_name, sizeof(d->state_name), "%s", state_name);
-    if (d == &now) {
-        journal_drop(d);
-        return;
-    }
     e->u.jdrop = d;
     post(j->host.steps, e);
+    return 0;
 }
 
 int rdzvd_job_store_open_now(const struct rdzvd_job *j, const char *desc,

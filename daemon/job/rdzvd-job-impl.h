@@ -380,9 +380,9 @@ void rdzvd_job_timers_reap(const struct rdzvd_job_host *h);
 bool rdzvd_member_deadline_due(const struct rdzvd_member *m);
 /* To a member's agent (nothing when it has no connection; round and nccl_request need one),
  * queued in the outbox (rdzvd-job-sm.h). NCCL_REQUEST for the job's generation: count ids, and
- * with store its store (its clients from the host's store_allow): 0, or (out of memory for the
- * outbox: sent at once) the op's error; one the connection cannot take when the outbox is
- * carried out comes back as the input NCCL_UNSENT. */
+ * with store its store (its clients from the host's store_allow): 0, or -ENOMEM (out of memory
+ * for the outbox: nothing sent); one the connection cannot take when the outbox is carried out
+ * comes back as the input NCCL_UNSENT. */
 void rdzvd_member_send_event(struct rdzvd_member *m, const struct rdzv_event *e);
 void rdzvd_member_send_joined(struct rdzvd_member *m, bool spare, bool resumed);
 /* The same, with a line for its agent to say (NULL: none). */
@@ -402,15 +402,16 @@ int rdzvd_job_store_ask(const struct rdzvd_job *j, uint64_t ask, const char *des
                         const char *state_name, uint16_t port, bool fresh);
 void rdzvd_job_store_drop(const struct rdzvd_job *j, void *store, bool drop);
 /* Delete the journal state_name of j's generation gen's store from the host's --state-dir
- * through the outbox (fresh: the stale journal of a new store, queued before its open). */
-void rdzvd_job_journal_drop(const struct rdzvd_job *j, uint64_t gen, const char *state_name,
-                            bool fresh);
-/* What the host's tables must learn, as effects of the step under way (outside any step: at
- * once), each only when the host has the table (struct rdzvd_job_host): job j ended and goes
- * (keep_ended, which reads j when carried out: its memory outlives the step); how a job ended,
- * as its record keeps it (keep_end, at the step's time); run_id waits for its nodes since
- * since_ms, its store's port kept (keep_waiting); run_id's note of waiting goes (take_waiting);
- * a member was lost before it was done (lost). */
+ * through the outbox (fresh: the stale journal of a new store, queued before its open). 0, or
+ * -ENOMEM (nothing queued, logged: the journal stays). */
+int rdzvd_job_journal_drop(const struct rdzvd_job *j, uint64_t gen, const char *state_name,
+                           bool fresh);
+/* What the host's tables must learn, as effects of the step under way, each only when the host
+ * has the table (struct rdzvd_job_host): job j ended and goes (keep_ended, which reads j when
+ * carried out: its memory outlives the step); how a job ended, as its record keeps it
+ * (keep_end, at the step's time); run_id waits for its nodes since since_ms, its store's port
+ * kept (keep_waiting); run_id's note of waiting goes (take_waiting); a member was lost before it
+ * was done (lost). */
 void rdzvd_job_tell_ended(const struct rdzvd_job *j);
 void rdzvd_job_tell_end(const struct rdzvd_job_host *h, const struct rdzvd_job_end *end);
 void rdzvd_job_tell_waiting(const struct rdzvd_job_host *h, const char *run_id,
@@ -684,7 +685,8 @@ void rdzvd_job_save_back(struct rdzvd_job *j);
  * table; a refusal is logged. */
 void rdzvd_job_save_leaving(struct rdzvd_job *j);
 /* rdzvd_job_decide(t, kind, rec) as the machine decides, for a job of h: in the job table whose
- * records h's steps keep, the change is held and its record made by rdzvd_job_record_keep. */
+ * records h's steps keep, the change is held and its record made by rdzvd_job_record_new
+ * before the change: -ENOMEM when there is no memory for it (nothing changed). */
 int rdzvd_job_host_decide(const struct rdzvd_job_host *h, struct rdzvd_store *t,
                           enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec);
 /* A decision of kind that what the step decides after it waits on (a move or a JOIN: FORMED,

@@ -465,7 +465,6 @@ int rdzvd_jobs_rebuild_begin(const struct rdzvd_job_host *h, char (**ids)[RDZV_I
 void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id,
                             const struct rdzvd_job_handlers *handlers)
 {
-    RDZVD_JOB_STEP(h);
     if (rdzvd_job_find(h->jobs, run_id))
         return; /* an agent's JOIN rebuilt it meanwhile */
     /* Not rebuilt (between generations): it waits for its nodes from now on, --abandon-after's
@@ -1045,7 +1044,6 @@ int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv
                    char *err, size_t errlen, struct rdzvd_member **ret,
                    const struct rdzvd_job_handlers *handlers)
 {
-    RDZVD_JOB_STEP(h);
     struct rdzv_join jn = *join;
     struct join_req q = {.h = h, .jn = &jn, .err = err, .errlen = errlen, .ret = ret,
                          .handlers = handlers, .rec_r = -ENOENT};

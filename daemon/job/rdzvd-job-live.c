@@ -48,7 +48,6 @@ static void member_lost(struct rdzvd_member *m, const char *why)
 
 void rdzvd_member_closed(struct rdzvd_member *m)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
 
     m->peer = NULL;
@@ -102,7 +101,6 @@ static bool job_finishing(struct rdzvd_job *j, const struct rdzvd_member *m)
 
 uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     rdzvd_member_check_stall(m);
     /* The first HEARTBEAT of its generation comes as its agent takes the ROUND, before its
      * workers start (uv_spawn may hold its loop): the start grace lasts until the next. */

@@ -94,9 +94,10 @@ void rdzvd_job_store_journal_name(const struct rdzvd_job *j, uint64_t gen, char 
  * a new generation's store, which never replays what an earlier use of its journal name left on
  * disk (a round formed but never sent before rdzvd died, or an earlier job of the same run_id):
  * that journal goes, an effect queued before the store's open; otherwise the journal of the
- * generation is replayed (a rebuild after an rdzvd restart). */
-static void store_names(struct rdzvd_job *j, bool fresh, char *desc, size_t dlen, char *sname,
-                        size_t slen)
+ * generation is replayed (a rebuild after an rdzvd restart). 0, or -ENOMEM: no deletion queued
+ * (the store is not asked for). */
+static int store_names(struct rdzvd_job *j, bool fresh, char *desc, size_t dlen, char *sname,
+                       size_t slen)
 {
     snprintf(desc, dlen, "job %.24s gen %" PRIu64, j->run_id, j->generation);
     /* Without --state-dir there is no journal, and no name to hash (libcrypto stays unloaded). */
@@ -107,8 +108,7 @@ static void store_names(struct rdzvd_job *j, bool fresh, char *desc, size_t dlen
                      "(libcrypto missing?)",
                      j->run_id, j->generation);
     }
-    if (fresh && sname[0])
-        rdzvd_job_journal_drop(j, j->generation, sname, true);
+    return fresh && sname[0] ? rdzvd_job_journal_drop(j, j->generation, sname, true) : 0;
 }
 
 /* Generation j->generation's store on port (0: any), asked of the outbox: its answer comes back
@@ -120,8 +120,8 @@ int rdzvd_job_open_store(struct rdzvd_job *j, uint16_t port, bool fresh,
     uint64_t ask = j->store_asks + 1;
     int r;
 
-    store_names(j, fresh, desc, sizeof(desc), sname, sizeof(sname));
-    if ((r = rdzvd_job_store_ask(j, ask, desc, sname, port, fresh)) < 0)
+    if ((r = store_names(j, fresh, desc, sizeof(desc), sname, sizeof(sname))) < 0 ||
+        (r = rdzvd_job_store_ask(j, ask, desc, sname, port, fresh)) < 0)
         return r;
     j->store_asks = ask;
     j->store_ask = ask;
@@ -134,7 +134,7 @@ int rdzvd_job_open_store_now(struct rdzvd_job *j, uint16_t port)
 {
     char desc[64], sname[RDZVD_JOB_NAME_MAX] = "";
 
-    store_names(j, false, desc, sizeof(desc), sname, sizeof(sname));
+    (void)store_names(j, false, desc, sizeof(desc), sname, sizeof(sname)); /* drops nothing */
     return rdzvd_job_store_open_now(j, desc, sname[0] ? sname : NULL, port, &j->store,
                                     &j->store_port);
 }
@@ -511,7 +511,6 @@ void rdzvd_member_twin_text(const struct rdzvd_member *m, const struct rdzvd_mem
 
 bool rdzvd_member_twin_warning(struct rdzvd_member *m, char *buf, size_t len)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_member *o;
 
     if (!(o = m->twin))

@@ -301,7 +301,6 @@ bool rdzvd_job_pf_hold(struct rdzvd_job *j)
 
 void rdzvd_member_pf_report(struct rdzvd_member *m, const struct rdzv_preflight_report *rep)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
     struct rdzvd_job_pf *pf = j->pf;
     struct rdzv_pf_link *l;

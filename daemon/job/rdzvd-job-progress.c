@@ -97,7 +97,6 @@ static void recovery_first_step(struct rdzvd_member *m, double first)
 
 void rdzvd_member_progress(struct rdzvd_member *m, const struct rdzv_heartbeat *hb)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
     uint64_t now = rdzvd_job_now_ms(&j->host);
     size_t nproc = (size_t)m->join.nproc;

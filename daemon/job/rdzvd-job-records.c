@@ -1249,11 +1249,12 @@ int rdzvd_decision_peek(const uint8_t *val, size_t vlen, char run_id[RDZV_ID_MAX
 }
 
 /* rdzvd_job_decide; keep (NULL: none): the host whose steps keep t's records, which then
- * makes the decision's record (rdzvd_job_record_keep) instead of t's hook. */
+ * makes the decision's record (rdzvd_job_record_new) instead of t's hook. */
 static int decide(const struct rdzvd_job_host *keep, struct rdzvd_store *t,
                   enum rdzvd_decision_kind kind, const struct rdzvd_job_record *rec)
 {
     char key[sizeof(TABLE_KEY_PREFIX) + RDZV_ID_MAX + 1];
+    struct rdzvd_job_kept *k = NULL;
     size_t klen;
     char *text;
     int r;
@@ -1267,11 +1268,16 @@ static int decide(const struct rdzvd_job_host *keep, struct rdzvd_store *t,
     if (!(text = decision_encode(kind, rec)))
         return -ENOMEM;
     klen = table_key(rec->run_id, key, sizeof(key));
+    if (keep && !(k = rdzvd_job_record_new(keep, RDZVD_CHANGE_DECISION, (const uint8_t *)key,
+                                           klen, (const uint8_t *)text, strlen(text),
+                                           rdzvd_decision_holds(kind)))) {
+        free(text);
+        return -ENOMEM;
+    }
     r = decision_apply(rdzvd_store_decision_ud(t), t, (const uint8_t *)key, klen,
                        (const uint8_t *)text, strlen(text), keep != NULL);
-    if (r == 0 && keep)
-        rdzvd_job_record_keep(keep, RDZVD_CHANGE_DECISION, (const uint8_t *)key, klen,
-                              (const uint8_t *)text, strlen(text), rdzvd_decision_holds(kind));
+    if (k)
+        rdzvd_job_record_queue(keep, k, r == 0);
     free(text);
     return r > 0 ? 0 : r;
 }

@@ -160,10 +160,6 @@ void rdzvd_member_remove(struct rdzvd_member *m, const char *why, const struct r
 
 void rdzvd_jobs_drop_all(struct rdzv_list *jobs)
 {
-    /* The jobs' host, which each job's copy names (none: nothing to drop). */
-    RDZVD_JOB_STEP(rdzv_list_empty(jobs)
-                       ? NULL
-                       : &rdzv_container_of(jobs->next, struct rdzvd_job, node)->host);
     while (!rdzv_list_empty(jobs)) {
         struct rdzvd_job *j = rdzv_container_of(jobs->next, struct rdzvd_job, node);
         bool last = false;
@@ -186,7 +182,6 @@ void rdzvd_jobs_drop_all(struct rdzv_list *jobs)
 int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, const char *type,
                            int64_t exit_code, const char *why, char *err, size_t errlen)
 {
-    RDZVD_JOB_STEP(h);
     struct rdzvd_job_record rec = {.generation = 0};
     struct rdzvd_job_record end = {.generation = 0, .has_end = true};
     int r;
@@ -215,7 +210,6 @@ int rdzvd_jobs_end_waiting(const struct rdzvd_job_host *h, const char *run_id, c
 int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const char *reason,
                       char *err, size_t errlen)
 {
-    RDZVD_JOB_STEP(h);
     struct rdzvd_job *j = rdzvd_job_find(h->jobs, run_id);
     struct rdzvd_job_record rec = {.generation = 0};
     char why[RDZV_SUMMARY_MAX + 1];
@@ -287,7 +281,6 @@ static bool job_goes_on(struct rdzvd_job *j)
 void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason,
                          const char *sched_job)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
     struct rdzv_event e = {.type = "left", .generation = j->generation, .exit_code = 128 + sig};
     char what[RDZV_REASON_MAX + 64], buf[16];
@@ -340,7 +333,6 @@ out_stopped:
 
 void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
 
     if (j->state == JOB_RUNNING && gen == j->generation && m->node_rank >= 0 && succeeded)

@@ -543,7 +543,6 @@ uint64_t rdzvd_job_backoff_left(struct rdzvd_job *j)
 
 void rdzvd_member_ready(struct rdzvd_member *m, uint64_t gen)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
 
     /* Ignored: duplicates, other generations', replays by members of the running one or of the
@@ -586,7 +585,6 @@ static int store_ready(struct rdzvd_job *j)
 void rdzvd_job_store_opened(struct rdzvd_job *j, uint64_t ask, uint64_t gen, void *store,
                             uint16_t port, int err)
 {
-    RDZVD_JOB_STEP(&j->host);
     enum rdzvd_store_then then = j->store_then;
 
     /* Another ask since, the job gone or moved on: not wanted (its journal goes as its
@@ -622,7 +620,6 @@ void rdzvd_job_store_opened(struct rdzvd_job *j, uint64_t ask, uint64_t gen, voi
 
 void rdzvd_member_store_offer(struct rdzvd_member *m, const char *addr, int64_t port)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
 
     /* Only when asked: node rank 0 of a generation whose store rdzvd did not open. */
@@ -645,7 +642,6 @@ bool rdzvd_member_nccl_wanted(const struct rdzvd_member *m, uint64_t gen)
 
 void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN + 1], unsigned n)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
 
     for (unsigned i = 0; i < n; i++)
@@ -658,7 +654,6 @@ void rdzvd_member_nccl_ids(struct rdzvd_member *m, char ids[][RDZV_NCCL_HEX_LEN 
 
 void rdzvd_member_nccl_error(struct rdzvd_member *m, const char *error)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
     char err[RDZV_HOST_MAX + 512];
     struct rdzv_list *pos, *tmp;

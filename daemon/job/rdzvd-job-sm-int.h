@@ -14,32 +14,17 @@
 
 struct rdzvd_job_handlers; /* rdzvd-job-impl.h: the step's, handed to a job made */
 
-/* The outbox (etcd/raft's Ready). What the machine records and sends is queued in the order it
- * decides it and carried out (the host's ops called, rdzvd-job-sm.h) when the step ends: the
- * records first (ops->record), then the rest. Each function below that changes a job opens a
- * frame of a step (RDZVD_JOB_STEP(h) at its top, h the job's host; rdzvd_job_step, which each
- * timer's input goes through too, holds its Ready open until rdzvd_job_advance). A frame within
- * an open step adds to that step's outbox; one opened outside any (a unit test's call) holds its
- * own (in the frame the macro declares), carried out when it ends. No frame and no step opens
- * while a Ready is carried out: what comes back then is an input queued for later
- * (rdzvd_job_input_later), stepped once the Ready is done. So no op runs while a decision is
- * made, and a decision is written before anything it sends goes out; only bind runs at once (a
- * pointer: a connection that closes meanwhile must find its member as decided). Loop thread
- * only. */
-struct rdzvd_job_frame {
-    struct rdzvd_job_steps *steps; /* h's (NULL: h was NULL, no step) */
-    struct rdzvd_job_outbox out;   /* the step's own, when it is the outermost */
-    bool own;                      /* it opened the outbox, and carries it out at its end */
-};
-/* Opens a frame of a step of h (NULL: none, for a list of jobs found empty) in f: the value to
- * initialise f with. */
-struct rdzvd_job_frame rdzvd_job_step_begin(const struct rdzvd_job_host *h,
-                                            struct rdzvd_job_frame *f);
-void rdzvd_job_step_end(struct rdzvd_job_frame *f);
-#define RDZVD_JOB_STEP(h)                                                                     \
-    __attribute__((cleanup(rdzvd_job_step_end))) struct rdzvd_job_frame rdzvd_job_step_ =     \
-        rdzvd_job_step_begin((h), &rdzvd_job_step_)
-/* rdzvd_job_step's step, held open in rd (its outbox: no other step is open, and no Ready is
+/* The outbox (etcd/raft's Ready). What the machine records and sends is queued, in the order it
+ * decides it, in the outbox of the step under way: every entry below runs inside rdzvd_job_step,
+ * which holds its Ready open until rdzvd_job_advance carries it out, the records first
+ * (ops->record), then the rest. No step opens while another is open or a Ready is carried out:
+ * what comes back then is an input queued for later (rdzvd_job_input_later), stepped once the
+ * Ready is done. So no op runs while a decision is made, and a decision is written before
+ * anything it sends goes out; only bind runs at once (a pointer: a connection that closes
+ * meanwhile must find its member as decided), and, out of memory for its entry, a close (the
+ * machine let go of the connection or the store: nothing comes back). Loop thread only.
+ *
+ * rdzvd_job_step's step is held open in rd (its outbox: no other step is open, and no Ready is
  * carried out) until rdzvd_job_advance closes it: its Ready carried out, then what came back
  * meanwhile stepped in order. */
 void rdzvd_job_ready_open(const struct rdzvd_job_host *h, struct rdzvd_job_ready *rd);
@@ -49,24 +34,28 @@ void rdzvd_job_ready_close(struct rdzvd_job_ready *rd);
  * Ready that held it is carried out, in order with the rest that came back: never inside a
  * step. fn is kept in h's steps, and h keeps its records (keep_records). */
 void rdzvd_job_records_keep(struct rdzvd_job_host *h, rdzvd_job_input_fn fn);
-/* A record of h's job table (a change the store holds: rdzvd_store_change_held) joins the
- * records of the step under way, or outside any is written at once (ops->record). holds: when
- * it is not written, the messages to agents the step queued after it are not sent. */
-void rdzvd_job_record_keep(const struct rdzvd_job_host *h, enum rdzvd_change what,
-                           const uint8_t *key, size_t klen, const uint8_t *val, size_t vlen,
-                           bool holds);
+/* A record of h's job table (a change the store holds: rdzvd_store_change_held) for the step
+ * under way, made before its change so that memory cannot fail after it: NULL, out of memory.
+ * rdzvd_job_record_queue adds it to the step's records once the change is made (made), or frees
+ * it. holds: when it is not written, the messages to agents the step queued after it are not
+ * sent. */
+struct rdzvd_job_kept;
+struct rdzvd_job_kept *rdzvd_job_record_new(const struct rdzvd_job_host *h,
+                                            enum rdzvd_change what, const uint8_t *key,
+                                            size_t klen, const uint8_t *val, size_t vlen,
+                                            bool holds);
+void rdzvd_job_record_queue(const struct rdzvd_job_host *h, struct rdzvd_job_kept *k, bool made);
 /* Whether a step of s is open and its effects not yet carried out (tests: no op runs then). */
 bool rdzvd_job_deciding(const struct rdzvd_job_steps *s);
 
 /* Rebuild every job of h's job table whose record says a generation runs and that is not in
  * memory, as rdzvd finds them when it starts or a replica becomes the leader: the agents of the
  * generation have a window to come back (T_REBUILD) before those missing count as lost; when none
- * comes, the job goes back to its record (state "waiting"). Failures are logged (that job is
- * rebuilt by its agents' first JOIN then). */
-void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h);
-/* The same in steps, so that the host serves its connections in between: _begin keeps the ended
- * jobs and lists the run ids to rebuild (*ids, free it; 0, or -ENOMEM logged), _one rebuilds one
- * of them unless it is in memory already (an agent's JOIN rebuilt it meanwhile). */
+ * comes, the job goes back to its record (state "waiting"). In steps, so that the host serves its
+ * connections in between: _begin keeps the ended jobs and lists the run ids to rebuild (*ids,
+ * free it; 0, or -ENOMEM logged), _one rebuilds one of them unless it is in memory already (an
+ * agent's JOIN rebuilt it meanwhile). Failures are logged (that job is rebuilt by its agents'
+ * first JOIN then). */
 int rdzvd_jobs_rebuild_begin(const struct rdzvd_job_host *h, char (**ids)[RDZV_ID_MAX + 1],
                              size_t *n);
 void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id,

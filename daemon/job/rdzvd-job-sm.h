@@ -147,8 +147,8 @@ struct rdzvd_job_steps {
     struct rdzvd_job_outbox *out; /* the open step's, or the one carried out; NULL: none */
     bool draining;                /* its Ready is carried out: no step may begin */
     /* The time of the last step (rdzvd_job_step's now), which the machine reads, and what the
-     * step queued is carried out at. An entry called outside any step (the unit tests) reads
-     * it as its host set it last. */
+     * step queued is carried out at. A read-only view between steps reads it as its host set
+     * it last. */
     struct rdzvd_job_now now;
     struct rdzvd_job_counts counts;
     /* A worker's exit this soon after its generation formed is a start-up failure, and the
@@ -209,13 +209,13 @@ struct rdzvd_job_host {
     uint64_t incarnation;
     void (*keep_ended)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job *j);
     /* How a job ended, as the job table kept it (rdzvd-job-ends.h), handed to
-     * keep_end(ended, e, now) by rdzvd_jobs_rebuild at the step's time; NULL: not read. */
+     * keep_end(ended, e, now) by the input REBUILD_BEGIN at the step's time; NULL: not read. */
     void (*keep_end)(struct rdzvd_ended_jobs *ended, const struct rdzvd_job_end *e,
                      struct rdzvd_job_now now);
     /* A job whose last member is gone before it ended keeps its record (it lives until the job
      * ends: its agents may come back): keep_waiting(ended, run_id, since_ms), waiting for its
-     * nodes since since_ms (rdzvd_job_now_ms). So are the records rdzvd_jobs_rebuild does not
-     * rebuild. A job made in memory takes its note over from its input (the input's waiting),
+     * nodes since since_ms (rdzvd_job_now_ms). So are the records the input REBUILD_BEGIN does
+     * not rebuild. A job made in memory takes its note over from its input (the input's waiting),
      * and take_waiting(ended, run_id) forgets it. NULL: not noted. */
     void (*keep_waiting)(struct rdzvd_ended_jobs *ended, const char *run_id, uint64_t since_ms,
                          uint16_t port);
@@ -456,8 +456,8 @@ bool rdzvd_job_input_later(const struct rdzvd_job_host *h, const struct rdzvd_jo
 
 /* The records of h's job table (h->record_table, and its secret_table when the same) go to
  * the step that makes them: they wait in its Ready until rdzvd_job_advance hands them to
- * ops->record, before anything else. Outside any step, a record is written at once. h must
- * outlive the table's use; rdzvd and the unit tests call this once h is set. */
+ * ops->record, before anything else. A record is made only inside a step. h must outlive the
+ * table's use; rdzvd and the unit tests call this once h is set. */
 void rdzvd_job_host_keep_records(struct rdzvd_job_host *h);
 
 /* Read-only views of the machine's jobs, for the host and its status. */
@@ -477,6 +477,7 @@ bool rdzvd_jobs_port_deferred(struct rdzv_list *jobs, uint16_t port);
 /* run_id's agents all left, since_ms ago by the monotonic clock now_ms (wall_ms: the wall clock
  * now, unix ms): when its record keeps an earlier leaving (RDZVD_DECIDE_WAITING, not cleared by
  * an agent back since), that leaving on the monotonic clock, so that --abandon-after counts from
- * it across restarts and leaders; else since_ms, recorded. */
+ * it across restarts and leaders; else since_ms, recorded. Inside a step only: its record is the
+ * step's. */
 uint64_t rdzvd_jobs_waiting_since(const struct rdzvd_job_host *h, const char *run_id,
                                   uint64_t since_ms, uint64_t now_ms, int64_t wall_ms);

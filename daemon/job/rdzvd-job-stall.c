@@ -65,7 +65,6 @@ bool rdzvd_member_stalled(struct rdzvd_member *m)
 
 void rdzvd_member_seen(struct rdzvd_member *m)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     uint64_t now = rdzvd_job_now_ms(&m->job->host);
 
     rdzvd_member_check_stall(m);

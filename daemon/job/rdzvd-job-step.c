@@ -323,19 +323,6 @@ void rdzvd_job_host_keep_records(struct rdzvd_job_host *h)
     rdzvd_job_records_keep(h, later_input);
 }
 
-void rdzvd_jobs_rebuild(const struct rdzvd_job_host *h)
-{
-    RDZVD_JOB_STEP(h);
-    char(*ids)[RDZV_ID_MAX + 1];
-    size_t n;
-
-    if (rdzvd_jobs_rebuild_begin(h, &ids, &n) < 0)
-        return;
-    for (size_t i = 0; i < n; i++)
-        rdzvd_jobs_rebuild_one(h, ids[i], &job_handlers);
-    free(ids);
-}
-
 const char *rdzvd_member_run_id(const struct rdzvd_member *m)
 {
     return m->job->run_id;

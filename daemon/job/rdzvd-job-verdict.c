@@ -153,7 +153,6 @@ static void worker_exit_late(struct rdzvd_member *m, const struct rdzv_worker_ex
 int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_exit *w, char *err,
                              size_t errlen)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
     char when[32], summary[RDZV_SUMMARY_MAX + 1], how[2 * RDZV_REASON_MAX + 64];
     const char *uncounted = NULL; /* counted */
@@ -262,7 +261,6 @@ void rdzvd_job_node_unhealthy(struct rdzvd_member *m, const char *reason)
 
 void rdzvd_member_unhealthy(struct rdzvd_member *m, const char *reason)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     rdzvd_member_put_aside(m, RDZVD_ASIDE_CHECK, reason);
 }
 
@@ -315,7 +313,6 @@ int rdzvd_jobs_release(struct rdzv_list *jobs, const char *run_id, const char *n
                        size_t errlen)
 {
     struct rdzvd_job *j = rdzvd_job_find(jobs, run_id);
-    RDZVD_JOB_STEP(j ? &j->host : NULL);
 
     if (!j || j->state == JOB_ENDED) {
         snprintf(err, errlen, "job '%s' is not running on this rdzvd (its agents rebuild it on "
@@ -433,7 +430,6 @@ static bool may_put_aside(struct rdzvd_job *j, const struct rdzvd_member *m, cha
 
 void rdzvd_member_straggler_check(struct rdzvd_member *m)
 {
-    RDZVD_JOB_STEP(&m->job->host);
     struct rdzvd_job *j = m->job;
     uint64_t now = rdzvd_job_now_ms(&j->host);
     char text[RDZV_REASON_MAX + 1], why[200];
