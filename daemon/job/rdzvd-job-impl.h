@@ -257,8 +257,9 @@ struct rdzvd_job {
     bool scaling_up; /* the restart under way is a scale-up: its round takes the newcomers */
     /* A node of the generation a scale-up restart, or one for a node lost, stops left succeeded
      * (its LEAVE crossed the restart): training is over, and the job ends once that generation
-     * stopped (R17c). */
+     * stopped (R17c), unless a worker of it failed as it stopped (stop_failed). */
     bool scale_done;
+    bool stop_failed;
     bool restart_lost; /* the restart under way is for a node lost (R17c holds for it too) */
     int64_t bad_node_failures; /* the first JOIN's: 0, nobody is put aside */
     int64_t bad_node_window_ms; /* the first JOIN's: only failures this recent count; 0: all */

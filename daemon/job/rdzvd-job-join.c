@@ -753,9 +753,11 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
             rebuild_window_shorten(j);
         }
         /* Its workers all exited 0 while it was away (its LEAVE went nowhere): the job may be
-         * over now. */
+         * over now. So may it once a rebuilt generation is whole again, its nodes back done. */
         if (rs->left)
             rdzvd_member_leave(m, rs->generation, true);
+        else
+            rdzvd_job_check_all_left(j);
         return 0;
     }
     /* The job moved on without it: stop the old workers, then it is a candidate like any. */

@@ -265,17 +265,18 @@ bool rdzvd_job_ended_gives_way(struct rdzvd_job *j, int64_t age_ms)
 
 /* Whether j can go on without the members whose agents were signalled: while it forms, any
  * other member may still see it formed (more can join); once formed, its --nnodes MIN must be
- * left. */
+ * left. A node whose workers all exited 0 in the generation (LEAVE succeeded) is done, not
+ * gone, signalled or not, and so is one gone once done (R17b). */
 static bool job_goes_on(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *o;
     int64_t left = 0;
 
-    for_each_member(j, o, pos, tmp) left += !o->signalled && !o->aside_pending;
+    for_each_member(j, o, pos, tmp) left += (!o->signalled || o->left_ok) && !o->aside_pending;
     if (j->state == JOB_FORMING)
         return left > 0;
-    return left >= j->min;
+    return left + j->nin_done >= j->min;
 }
 
 void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason,
@@ -339,9 +340,10 @@ void rdzvd_member_leave(struct rdzvd_member *m, uint64_t gen, bool succeeded)
         m->left_ok = true;
     /* R17c: its workers finished on their own as a scale-up restart, or one for a node lost,
      * stopped them: once the generation has stopped, the job ends succeeded rather than
-     * re-forming around them. Not for a worker's failure: that is no success. */
+     * re-forming around them. Not for a worker's failure, here or another node's as it
+     * stopped: that is no success. */
     else if (j->state == JOB_STOPPING && (j->scaling_up || j->restart_lost) &&
-             gen == j->generation && m->node_rank >= 0 && succeeded)
+             gen == j->generation && m->node_rank >= 0 && succeeded && !j->stop_failed)
         j->scale_done = true;
     rdzvd_job_check_all_left(j);
 }

@@ -159,7 +159,7 @@ static void close_round(struct rdzvd_job *j, bool bench)
         return; /* the network pre-flight first: it closes the round once done */
     slots = calloc((size_t)j->max, sizeof(*slots));
     rdzvd_job_timer_stop(j);
-    j->scaling_up = j->scale_done = j->restart_lost = false;
+    j->scaling_up = j->scale_done = j->stop_failed = j->restart_lost = false;
     spent = j->generation > 0 && rdzvd_job_uncounted_spent(j);
     if (!slots || rdzvd_job_ranks_reserve(j, j->nready < j->max ? j->nready : j->max) < 0) {
         free(slots);

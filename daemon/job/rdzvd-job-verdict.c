@@ -174,6 +174,16 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
         return -EINVAL;
     }
     if (j->state == JOB_STOPPING) {
+        /* A failure as the generation stops: training did not end well, whatever LEAVE crosses
+         * the restart (R17c). A signal from outside is no failure of the workers'. */
+        if (!exit_from_outside(w) && !j->stop_failed) {
+            j->stop_failed = true;
+            if (j->scale_done)
+                rdzvd_job_note(j, true, "node=%s: its worker rank %" PRId64 " failed as the "
+                                        "restart stopped generation %" PRIu64 ": no success",
+                               m->join.host, w->rank, j->generation);
+            j->scale_done = false;
+        }
         worker_exit_late(m, w);
         return 0;
     }

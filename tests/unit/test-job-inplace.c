@@ -181,6 +181,45 @@ static void test_idle_newcomer_outlives_an_rdzvd_restart(void)
     jt_state_dir_done(fd, path);
 }
 
+/* The same when the survivors come back first, their workers done while rdzvd was away (their
+ * resumes say left): the job cannot end before the generation is whole again, and it ends as
+ * the newcomer comes back, with no LEAVE after it. */
+static void test_survivors_back_done_before_the_newcomer(void)
+{
+    char path[64], secrets[3][RDZV_SECRET_HEX + 1];
+    struct fake f[3] = {0};
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path));
+
+    env_init(&e, fd);
+    scale_up_idle(&e, f, 3, 3);
+    for (int i = 0; i < 3; i++)
+        memcpy(secrets[i], e.secrets[i], sizeof(secrets[i]));
+    env_done(&e);
+    env_init(&e, fd); /* rdzvd restarts on its state directory */
+    jt_rebuild(&e.h);
+    for (int i = 0; i < 3; i++) {
+        struct rdzv_join jn = join_of(i, 2, 3, 3);
+        const struct rdzv_round *rd = &f[i].round;
+
+        memcpy(e.secrets[i], secrets[i], sizeof(secrets[i]));
+        jn.inplace = jn.scale_up_now = true;
+        jn.resume = (struct rdzv_resume){.generation = 2, .node_rank = rd->node_rank,
+                                         .nnodes = rd->nnodes, .rank_offset = rd->rank_offset,
+                                         .world_size = rd->world_size,
+                                         .restart_count = rd->restart_count,
+                                         .master_port = rd->master_port, .left = i < 2};
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+        ASSERT_EQ(event_is(&f[0], "succeeded"), i == 2);
+    }
+    ASSERT_TRUE(event_is(&f[2], "succeeded"));
+    ASSERT_TRUE(strstr(f[2].event.summary, "1 newcomer node") != NULL);
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
 /* The record's newcomers (rdzvd-job-record.h): node ranks of its nodes, each once, beside
  * "nodes"; they come back as put, and a record with any other reads as none (-EBADMSG). */
 static void test_newcomers_in_the_record(void)
@@ -306,6 +345,38 @@ static void test_leave_across_a_lost_node_restart_ends_the_job(void)
     leave_across_lost_node(false);
 }
 
+/* Not when a worker failed (R17c): node 1's worker exits 1 after a step of generation 1 as the
+ * scale-up restart begins (its WORKER_EXIT crosses the EVENT restart), before or after node 0's
+ * LEAVE succeeded. That is no success: generation 2 forms, as the restart meant. */
+static void failure_across_scale_up(bool fail_first)
+{
+    struct rdzv_worker_exit w = {.generation = 1, .rank = 2, .exit_code = 1};
+    struct fake f[3] = {0};
+    struct env e;
+
+    scale_up_restart(&e, f, false);
+    fake_step(&f[1]);
+    if (fail_first)
+        jt_worker_exit(&f[1], &w);
+    jt_leave(f[0].m, 1, true);
+    if (!fail_first)
+        jt_worker_exit(&f[1], &w);
+    all_ready(f, 2, 1);
+    for (int t = 0; t < 50 && !f[2].nrounds; t++)
+        run_ms(&e, 10);
+    ASSERT_EQ(f[2].nrounds, 1);
+    ASSERT_EQ(f[2].round.generation, 2);
+    for (int i = 0; i < 3; i++)
+        ASSERT_FALSE(event_is(&f[i], "succeeded"));
+    env_done(&e);
+}
+
+static void test_failure_across_scale_up_is_no_success(void)
+{
+    failure_across_scale_up(true);
+    failure_across_scale_up(false);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-inplace", RDZV_LOG_ERROR);
@@ -314,9 +385,11 @@ int main(void)
     TEST(test_idle_newcomer_stays_one);
     TEST(test_newcomer_that_left_is_a_survivor);
     TEST(test_idle_newcomer_outlives_an_rdzvd_restart);
+    TEST(test_survivors_back_done_before_the_newcomer);
     TEST(test_newcomers_in_the_record);
     TEST(test_restart_waits_for_every_node);
     TEST(test_leave_across_scale_up_ends_the_job);
     TEST(test_leave_across_a_lost_node_restart_ends_the_job);
+    TEST(test_failure_across_scale_up_is_no_success);
     return tap_done();
 }

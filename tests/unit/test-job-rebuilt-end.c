@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* test-job-rebuilt-end.c: how a generation rebuilt after an rdzvd restart or a change of leader
- * ends (job-policy R17b), driven with fake agents (jobtest.h). It succeeds once every node of it
- * is accounted for and done: back and left succeeded, or gone after its LEAVE succeeded (a node
- * that left the job on a signal once its workers had exited 0). A node that has not come back
- * may still run, or may have failed: the job waits for it, until the rebuild window ends. */
+/* test-job-rebuilt-end.c: how a generation ends when some of its nodes are done and gone (job-
+ * policy R17b), as it ran or rebuilt after an rdzvd restart or a change of leader, driven with
+ * fake agents (jobtest.h). It succeeds once every node of it is accounted for and done: back and
+ * left succeeded, or gone after its LEAVE succeeded (a node that left the job on a signal once
+ * its workers had exited 0). A node that has not come back may still run, or may have failed:
+ * the job waits for it, until the rebuild window ends. */
 #include <signal.h>
 #include <string.h>
 
@@ -144,6 +145,33 @@ static void test_all_accounted_for_ends_the_window(void)
     env_done(&e);
 }
 
+/* A node done takes nothing from the job when its agent is signalled: with --nnodes N (MIN =
+ * N), node 0's LEAVE succeeded and then its CANCEL (SIGTERM, no scheduler's job named) is that
+ * node leaving done, not the job cancelled for want of nodes. Then node 1, done and signalled
+ * too. The job waits for the last node, and succeeds at its LEAVE. */
+static void test_signal_after_a_leave_cancels_nothing(void)
+{
+    struct rdzv_join jn = join_of(0, 3, 3, 0);
+    struct fake f[3] = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    jn.last_call_ms = 10;
+    join_n(&e, f, 3, jn);
+    for (int t = 0; t < 50 && !f[0].nrounds; t++)
+        run_ms(&e, 10);
+    ASSERT_EQ(f[0].round.nnodes, 3);
+    for (int i = 0; i < 2; i++) {
+        jt_leave(f[i].m, 1, true);
+        jt_cancel(f[i].m, SIGTERM, "");
+        ASSERT_TRUE(event_is(&f[i], "left"));
+        ASSERT_EQ(f[2].nevents, 0); /* its workers may still run */
+    }
+    jt_leave(f[2].m, 1, true);
+    ASSERT_TRUE(event_is(&f[2], "succeeded"));
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-rebuilt-end", RDZV_LOG_ERROR);
@@ -151,5 +179,6 @@ int main(void)
     TEST(test_node_not_back_is_waited_for);
     TEST(test_window_counts_a_node_gone_after_its_leave);
     TEST(test_all_accounted_for_ends_the_window);
+    TEST(test_signal_after_a_leave_cancels_nothing);
     return tap_done();
 }
