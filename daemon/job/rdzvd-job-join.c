@@ -29,6 +29,7 @@ struct join_req {
     const struct rdzv_join *jn;
     char *err; /* the refusal, for the caller's ERROR frame */
     size_t errlen;
+    struct rdzv_event *told; /* a refusal as the job ended (-EBUSY): its outcome's EVENT */
     struct rdzvd_member **ret;
     bool proven; /* jn carries the secret the job's table keeps the hash of (check_identity) */
     const struct rdzvd_job_handlers *handlers; /* the step's, for a job made (rdzvd_job_new) */
@@ -826,7 +827,7 @@ static int check_recorded_end(struct join_req *q)
     if (q->jn->age_ms > 0 && (double)q->jn->age_ms / 1000 < ago)
         return 0;
     rdzvd_job_ended_line(q->err, q->errlen, q->jn->run_id, f.e.type, f.e.exit_code,
-                         f.e.ended_s, f.e.summary);
+                         f.e.ended_s, f.e.summary, q->told);
     return -EBUSY;
 }
 
@@ -844,7 +845,7 @@ static int check_earlier_run(struct join_req *q, const struct rdzvd_job *j)
         return 0; /* an agent that says nothing of its start (before 1.12) is taken as before */
     q->err[0] = '\0';
     r = rdzvd_ended_jobs_refuse(q->h->ended, jn->run_id, jn->age_ms, true, q->h->steps->now,
-                                q->err, q->errlen);
+                                q->err, q->errlen, q->told);
     q->err[0] = r < 0 ? q->err[0] : '\0';
     return r < 0 ? r : check_recorded_end(q);
 }
@@ -894,7 +895,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
         j = NULL; /* gone, kept ended: this agent, started after the end, runs a new job */
     if (j && j->state == JOB_ENDED) { /* its agents are still leaving */
         rdzvd_job_ended_line(err, errlen, jn->run_id, j->outcome.type, j->outcome.exit_code,
-                             j->ended_s, j->outcome.summary);
+                             j->ended_s, j->outcome.summary, q->told);
         return -EBUSY;
     }
     if (j && (r = check_earlier_run(q, j)) < 0)
@@ -905,7 +906,7 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (!j && (!jn->resume.generation || q->rec_r < 0)) {
         err[0] = '\0';
         r = rdzvd_ended_jobs_refuse(h->ended, jn->run_id, jn->age_ms, jn->resume.generation != 0,
-                                    h->steps->now, err, errlen);
+                                    h->steps->now, err, errlen, q->told);
         if (r < 0)
             return r;
         if (err[0]) /* a new run of a job that ended */
@@ -1043,12 +1044,12 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
 }
 
 int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *join,
-                   char *err, size_t errlen, struct rdzvd_member **ret,
+                   char *err, size_t errlen, struct rdzv_event *told, struct rdzvd_member **ret,
                    const struct rdzvd_job_handlers *handlers)
 {
     struct rdzv_join jn = *join;
-    struct join_req q = {.h = h, .jn = &jn, .err = err, .errlen = errlen, .ret = ret,
-                         .handlers = handlers, .rec_r = -ENOENT};
+    struct join_req q = {.h = h, .jn = &jn, .err = err, .errlen = errlen, .told = told,
+                         .ret = ret, .handlers = handlers, .rec_r = -ENOENT};
     struct rdzvd_job *j;
     int r;
 

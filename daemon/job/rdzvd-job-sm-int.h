@@ -64,9 +64,10 @@ void rdzvd_jobs_rebuild_one(const struct rdzvd_job_host *h, const char *run_id,
  * to peer), or the agent's member taken over (a resume; a plain JOIN of a member without a
  * node rank whose connection closed or that rdzvd stalled on); or a negative errno with err set
  * to the refusal: the caller sends it as ERROR and closes peer, except -EACCES (a node the job
- * put aside), which it sends as EVENT put_aside (ops->put_aside). */
+ * put aside), which it sends as EVENT put_aside (ops->put_aside), and -EBUSY (its job ended),
+ * which it sends as told, the EVENT of the job's outcome. */
 int rdzvd_job_join(const struct rdzvd_job_host *h, void *peer, const struct rdzv_join *jn,
-                   char *err, size_t errlen, struct rdzvd_member **ret,
+                   char *err, size_t errlen, struct rdzv_event *told, struct rdzvd_member **ret,
                    const struct rdzvd_job_handlers *handlers);
 
 /* Any message from m's agent: it is alive. */

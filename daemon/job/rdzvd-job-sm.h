@@ -351,6 +351,10 @@ struct rdzvd_job_input {
 struct rdzvd_job_ready {
     int rc;       /* 0, or a negative errno: the input is refused (err says why) */
     char err[RDZV_ERROR_MAX + 1];
+    /* JOIN refused as its job ended (-EBUSY, job-policy X1, X5): the EVENT its agent is told
+     * instead of ERROR, of the job's outcome (type and exit code), err its summary; type "":
+     * none. */
+    struct rdzv_event told;
     struct rdzvd_member *member; /* JOIN: the new member, bound to the peer */
     /* HEARTBEAT: its answer: the job's generation, what the job waits for (1.15), a warning
      * for the agent ("": none, 1.17). */

@@ -527,7 +527,8 @@ static bool ended_expired(const struct rdzvd_ended_jobs *e, const struct ended_j
 }
 
 void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const char *type,
-                          int64_t exit_code, double ended_s, const char *summary)
+                          int64_t exit_code, double ended_s, const char *summary,
+                          struct rdzv_event *told)
 {
     time_t secs = (time_t)ended_s;
     char when[32];
@@ -541,6 +542,11 @@ void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const ch
              "end runs a new job). Its outcome: %s",
              run_id, strcmp(type, "abandoned") ? "" : "was ", type, when, exit_code,
              summary[0] ? summary : "-");
+    if (told) {
+        *told = (struct rdzv_event){.exit_code = exit_code};
+        snprintf(told->type, sizeof(told->type), "%s", type);
+        snprintf(told->summary, sizeof(told->summary), "%s", err);
+    }
 }
 
 int rdzvd_job_gone_line(char *err, size_t errlen, const char *run_id, uint64_t gen)
@@ -558,7 +564,8 @@ int rdzvd_job_gone_line(char *err, size_t errlen, const char *run_id, uint64_t g
 }
 
 int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
-                            bool resume, struct rdzvd_job_now at, char *err, size_t errlen)
+                            bool resume, struct rdzvd_job_now at, char *err, size_t errlen,
+                            struct rdzv_event *told)
 {
     uint64_t now = at.ms;
     struct rdzv_list *pos;
@@ -590,7 +597,7 @@ int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id
         }
         rdzvd_job_ended_line(err, errlen, run_id, x->st.outcome_type, x->st.outcome_exit_code,
                              at.wall_s - (double)(now - x->ended_ms) / 1000,
-                             x->st.outcome_summary);
+                             x->st.outcome_summary, told);
         return -EBUSY;
     }
     return 0;

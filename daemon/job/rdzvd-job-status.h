@@ -68,11 +68,15 @@ void rdzvd_ended_jobs_add_recorded(struct rdzvd_ended_jobs *e, const struct rdzv
  * JOIN; else it is refused whatever its outcome, cancelled and abandoned too. A scan of the kept
  * jobs: a new job's first JOIN only, at now (its step's). */
 int rdzvd_ended_jobs_refuse(const struct rdzvd_ended_jobs *e, const char *run_id, int64_t age_ms,
-                            bool resume, struct rdzvd_job_now now, char *err, size_t errlen);
+                            bool resume, struct rdzvd_job_now now, char *err, size_t errlen,
+                            struct rdzv_event *told);
 /* The line for a JOIN to job run_id that ended as type (exit code, at ended_s unix seconds, root
- * cause summary): its outcome, when, and what to do (a new --rdzv-id), into err. */
+ * cause summary): its outcome, when, and what to do (a new --rdzv-id), into err. told (NULL:
+ * none): the EVENT its agent is told, of the job's outcome (type and exit code), the line its
+ * summary. */
 void rdzvd_job_ended_line(char *err, size_t errlen, const char *run_id, const char *type,
-                          int64_t exit_code, double ended_s, const char *summary);
+                          int64_t exit_code, double ended_s, const char *summary,
+                          struct rdzv_event *told);
 /* The line for a resume of generation gen of job run_id (0: a plain JOIN of an agent whose
  * workers ran one), which this very rdzvd (the agent names its incarnation) holds neither in
  * memory nor in a record: the job ended here and its outcome is no longer kept. Into err;

@@ -78,8 +78,8 @@ static void step_join(const struct rdzvd_job_host *h, const struct rdzvd_job_inp
         return;
     }
     rdzv_assert(in->u.join);
-    rd->rc = rdzvd_job_join(h, in->peer, in->u.join, rd->err, sizeof(rd->err), &rd->member,
-                            &job_handlers);
+    rd->rc = rdzvd_job_join(h, in->peer, in->u.join, rd->err, sizeof(rd->err), &rd->told,
+                            &rd->member, &job_handlers);
 }
 
 static void step_heartbeat(struct rdzvd_member *m, const struct rdzv_heartbeat *hb,
@@ -256,7 +256,7 @@ int rdzvd_job_step(const struct rdzvd_job_host *jobs, const struct rdzvd_job_inp
     jobs->steps->now = now;
     jobs->steps->in = in;
     rd->rc = 0;
-    rd->err[0] = rd->warning[0] = '\0';
+    rd->err[0] = rd->warning[0] = rd->told.type[0] = '\0';
     rd->member = NULL;
     rd->generation = 0;
     rd->count = 0;

@@ -350,6 +350,7 @@ static void conn_close(void *peer, const char *reason)
     rdzvd_conn_close(peer, reason);
 }
 
+/* An EVENT that ends the connection: a node put aside, or an agent whose job ended. */
 static void conn_put_aside(void *peer, const struct rdzv_event *e)
 {
     conn_event(peer, e);
@@ -519,6 +520,10 @@ static int handle_join(struct rdzvd_jobs *jobs, struct rdzvd_conn *c, struct rdz
 
         snprintf(e.summary, sizeof(e.summary), "%s", rd.err);
         conn_put_aside(c, &e);
+    } else if (r < 0 && rd.told.type[0]) {
+        /* Its job ended: told its outcome as its members were, an EVENT (X1, X5), so that an
+         * agent whose workers ran to their end exits as the job did, not as refused. */
+        conn_put_aside(c, &rd.told);
     } else if (r < 0) {
         send_frame_error(c, "%s", rd.err);
     } else {

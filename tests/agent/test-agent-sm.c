@@ -183,6 +183,31 @@ static void test_outcome_exit_code(void)
     ASSERT_TRUE(g.sm.put_aside);
 }
 
+/* An agent refused because its job ended is told the outcome as an EVENT (job-policy X1, X5),
+ * and exits as the job did: its workers done and LEAVE sent, its connection lost, the resume's
+ * answer says the job succeeded meanwhile (exit 0, where a refusal was 1); a late agent that ran
+ * nothing of a job that failed takes the job's exit code. */
+static void test_outcome_told_to_a_refused_agent(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    round_of(&g, 1);
+    all_exited(&g);
+    ASSERT_EQ(g.sm.state, AG_LEFT);
+    step(&g, (struct agent_input){.kind = AGENT_IN_LOST, .text = "connection lost"});
+    ASSERT_TRUE(find(&g, AGENT_DO_CONNECT) >= 0);
+    ASSERT_EQ(find(&g, AGENT_DO_FINISH), -1);
+    event(&g, "succeeded", 0, 0);
+    ASSERT_EQ(g.sm.exit_code, 0);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+
+    rig_init(&g, false);
+    event(&g, "failed", 0, 3);
+    ASSERT_EQ(g.sm.exit_code, 3);
+    ASSERT_TRUE(find(&g, AGENT_DO_FINISH) >= 0);
+}
+
 /* Told the job succeeded while its workers run (a newcomer beside in-place survivors that are
  * done, job-policy R17a): they have RDZV_NEWCOMER_WAIT_MS to end on their own (A19a). Past it
  * they wait for peers that are gone, and are stopped; exit code 0 either way. */
@@ -720,6 +745,7 @@ int main(void)
     TEST(test_round_while_stopping_then_lost);
     TEST(test_log_lines_in_the_ready);
     TEST(test_outcome_exit_code);
+    TEST(test_outcome_told_to_a_refused_agent);
     TEST(test_succeeded_while_running_stops_the_workers);
     TEST(test_start_failed_and_restart_after_leave);
     TEST(test_inplace_keeps_survivors);

@@ -16,7 +16,7 @@ import threading
 import time
 
 from agenttest import AGENT, finish, job_status, start
-from authtest import (ERROR, EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, WORKER_EXIT,
+from authtest import (EVENT, JOIN, JOINED, ROUND, STATUS, STATUS_REPLY, WORKER_EXIT,
                       Peer, join_body, resume)
 from metricstest import daemon_with_metrics, http_get
 from rdzvtest import RDZVD, DaemonTestCase, main, shut, wait_until
@@ -219,9 +219,9 @@ class EndedJobs(DaemonTestCase):
         back["max_restarts"] = 0
         back["age_ms"] = 600000  # its agent started before the end
         p.send(JOIN, back)
-        op, err = p.recv_json()
-        self.assertEqual(op, ERROR, err)
-        self.assertIn("job 'bad' has ended: it failed", err["error"])
+        op, ev = p.recv_json()
+        self.assertEqual((op, ev["type"], ev["exit_code"]), (EVENT, "failed", 3), ev)  # 1.25
+        self.assertIn("job 'bad' has ended: it failed", ev["summary"])
 
     def test_cancelled_job_never_comes_back(self):
         """A cancelled job never comes back, with a real agent A: rdzvd with --state-dir, job
@@ -259,7 +259,8 @@ class EndedJobs(DaemonTestCase):
         """Case 5 of issue 71, with real agents: rdzvd with --state-dir, job J runs on A. A is
         stopped (SIGSTOP) past its heartbeat timeout: J waits in its record, and the operator
         cancels it. A new run of J starts on B (a requeue). A woken up resumes with its secret:
-        it is told J was cancelled, stops its worker and exits 1; B's run goes on untouched. A
+        it is told J was cancelled (an EVENT, 1.25), stops its worker and exits 143, the
+        cancelled job's code; B's run goes on untouched. A
         was JOINED as a spare of B's run, then told to restart (policy X8)."""
         state = tempfile.mkdtemp(prefix="rdzvtest-state-")
         self.addCleanup(shutil.rmtree, state, True)
@@ -280,7 +281,7 @@ class EndedJobs(DaemonTestCase):
         d.wait_log(r"job=J gen=1 generation 1 formed", since=mark)
         os.kill(a.pid, signal.SIGCONT)
         rc, _, err = finish(a, timeout=20)
-        self.assertEqual(rc, 1, err[-3000:])
+        self.assertEqual(rc, 143, err[-3000:])
         self.assertIn("job 'J' has ended: it cancelled", err[-1500:])
         with open(pidfile) as f:
             worker = int(f.read())

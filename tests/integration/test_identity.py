@@ -398,8 +398,8 @@ class Identity(DaemonTestCase):
         self.assertEqual([j["state"] for j in job], ["ended"], job)
         q, (op, body) = self.join(d, "gone", "n0", secret=joined["secret"],
                                   claim=resume(master_port=rnd["master_port"]), hb_ms=300)
-        self.assertEqual(op, ERROR, body)
-        self.assertRegex(body["error"], r"job 'gone' has ended: it was abandoned at")
+        self.assertEqual((op, body["type"]), (EVENT, "abandoned"), body)  # 1.25: its outcome
+        self.assertRegex(body["summary"], r"job 'gone' has ended: it was abandoned at")
         # A new agent's JOIN is a new run of the id.
         q, (op, body) = self.join(d, "gone", "n5", hb_ms=300)
         self.assertEqual(op, JOINED, body)
@@ -502,8 +502,8 @@ class Identity(DaemonTestCase):
         self.assertIsNotNone(d.wait_log(r"job=late ended as abandoned", since=mark, timeout=10))
         _, (op, body) = self.join(d, "late", "n0", secret=joined["secret"],
                                   claim=resume(master_port=rnd["master_port"]), hb_ms=300)
-        self.assertEqual(op, ERROR, body)
-        self.assertRegex(body["error"], r"job 'late' has ended: it was abandoned at")
+        self.assertEqual((op, body["type"]), (EVENT, "abandoned"), body)  # 1.25: its outcome
+        self.assertRegex(body["summary"], r"job 'late' has ended: it was abandoned at")
 
     def test_restart_opens_stores_as_their_agents_come_back(self):
         """rdzvd restarted on a --state-dir that records 200 running jobs holds

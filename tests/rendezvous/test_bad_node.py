@@ -349,9 +349,9 @@ class EndedJob(Base):
     def test_join_to_an_ended_job_exits_at_once(self):
         """An agent that started before a job ended and joins it after (a spare late for a job
         that failed: here its health check holds it until the job is over) is told its outcome
-        at once, on one line, and exits non-zero: before, it waited in silence (a new job of one
-        under the old id) until killed. One started after the end is a new run
-        (rendezvous-rerun)."""
+        at once, on one line, and exits as the job did (its EVENT, X1): before, it waited in
+        silence (a new job of one under the old id) until killed. One started after the end is a
+        new run (rendezvous-rerun)."""
         d = self.daemon()
         ep = f"127.0.0.1:{d.port}"
         out = self.outdir()
@@ -369,7 +369,7 @@ class EndedJob(Base):
         open(go, "w").close()
         t0 = time.monotonic()
         rc, _, err = finish(late, timeout=30)
-        self.assertEqual(rc, 1, err[-3000:])
+        self.assertEqual(rc, 3, err[-3000:])
         self.assertLess(time.monotonic() - t0, 10, err)
         lines = [x for x in err.splitlines() if "has ended" in x]
         self.assertTrue(lines, err)

@@ -77,6 +77,17 @@ static void cs_note_outcome(const struct rdzv_event *e)
         W->outs[W->nouts++] = *e;
 }
 
+/* A JOIN or a resume refused as its job ended is told the job's end as an EVENT (job-policy
+ * X1, X5): what its agent may end with (C3), and nothing more. */
+static void cs_note_told(const struct rdzv_event *e)
+{
+    for (int k = 0; k < W->nouts; k++)
+        if (!strcmp(W->outs[k].summary, e->summary) && !strcmp(W->outs[k].type, e->type))
+            return;
+    if (W->nouts < 8)
+        W->outs[W->nouts++] = *e;
+}
+
 /* Without --state-dir (nor replicas) a restarted rdzvd keeps no job's end, and a straggler's
  * resume rebuilds a job that ended (job-policy W5). That is the documented outcome only as R26a
  * bounds it: the rebuilt generation forms no other, and the job ends failed within its rebuild

@@ -410,6 +410,7 @@ static void h_round(void *peer, struct rdzv_round *rd)
 }
 
 static void cs_note_outcome(const struct rdzv_event *e);
+static void cs_note_told(const struct rdzv_event *e);
 static void cs_end_forgotten(int a, uint64_t gen);
 
 static void h_event(void *peer, const struct rdzv_event *e)
@@ -691,6 +692,10 @@ static void cs_r_deliver(struct cs_msg *msg)
                 snprintf(e->u.event.type, sizeof(e->u.event.type), "put_aside");
                 e->u.event.exit_code = RDZV_EXIT_PUT_ASIDE;
                 snprintf(e->u.event.summary, sizeof(e->u.event.summary), "%s", rd.err);
+            } else if (rd.told.type[0]) { /* its job ended: its outcome, as rdzvd's wire */
+                e = cs_msg_new(M_EVENT);
+                e->u.event = rd.told;
+                cs_note_told(&rd.told);
             } else {
                 e = cs_msg_new(M_ERROR);
                 snprintf(e->u.error, sizeof(e->u.error), "%s", rd.err);

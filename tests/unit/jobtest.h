@@ -532,6 +532,11 @@ static inline int join_err(struct env *e, struct fake *f, const struct rdzv_join
         r = jt_step(&e->h, &in, &rd);
         jt_err(err, errlen, &rd);
         m = rd.member;
+        if (rd.told.type[0]) { /* its job ended: the agent is told as an EVENT, as rdzvd does */
+            ASSERT_EQ(r, -EBUSY);
+            f->event = rd.told;
+            f->nevents++;
+        }
     }
     if (r == 0) {
         ASSERT_TRUE(f->m == m);

@@ -390,7 +390,8 @@ static void test_late_agent_of_a_cancelled_run_is_told_beside_a_new_run(void)
     ASSERT_TRUE(strstr(err, "has ended: it cancelled") != NULL);
     ASSERT_TRUE(strstr(err, "requeued") != NULL);
     ASSERT_EQ(back.njoined, 0);
-    ASSERT_EQ(back.nevents, 0);
+    ASSERT_EQ(back.nevents, 1); /* told the run's outcome, as an EVENT */
+    ASSERT_TRUE(event_is(&back, "cancelled"));
     for (int i = 0; i < 2; i++)
         assert_untouched(&again[i], 1);
     env_done(&e);

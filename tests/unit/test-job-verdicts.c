@@ -478,6 +478,10 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
     ASSERT_TRUE(strstr(err, "Z (exit code 3), and this agent started before that; to run it "
                             "again, start its agents again (an agent started after the end runs "
                             "a new job). Its outcome: root cause: worker rank ") != NULL);
+    /* Told as an EVENT of the outcome, the line its summary: its agent exits as the job did. */
+    ASSERT_TRUE(event_is(&late, "failed"));
+    ASSERT_EQ(late.event.exit_code, 3);
+    ASSERT_TRUE(strcmp(late.event.summary, err) == 0);
     for (int i = 0; i < 2; i++)
         jt_gone(f[i].m);
     ASSERT_EQ(njobs(&e), 1); /* kept as ended */
@@ -485,6 +489,7 @@ static void test_join_to_an_ended_job_is_told_its_outcome(void)
     memset(err, 0, sizeof(err));
     ASSERT_EQ(join_err(&e, &later, &jn, err, sizeof(err)), -EBUSY);
     ASSERT_TRUE(strstr(err, "job 'job' has ended: it failed at ") != NULL);
+    ASSERT_TRUE(event_is(&later, "failed"));
     ASSERT_NULL(later.m);
 
     /* Cancelled: the same id may run again. */
