@@ -46,6 +46,7 @@ struct agent_client {
     /* How agent-client-pf.c sends its frames (agent-client.c's write, set with the client). */
     int (*pf_write)(struct agent_client *c, struct rdzv_buf *b);
     bool framed;              /* this connection's peer sent one of rdzvd's frames */
+    bool told_end;            /* rdzvd told this agent an end (not a restart) before JOINED */
     char why[300];            /* what the last failed attempt met ("connection refused") */
     bool why_peer;            /* why says what the peer did ("closed the connection ...") */
     /* What the last attempt at each endpoint met ("connection refused", "timed out: ..."), for

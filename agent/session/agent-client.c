@@ -297,9 +297,15 @@ static void handle_frame(struct agent_client *c, uint8_t op, const uint8_t *body
     case RDZV_MSG_EVENT: {
         struct rdzv_event e;
 
-        if (rdzv_msg_parse_event(body, len, &e, err, sizeof(err)) < 0)
+        if (rdzv_msg_parse_event(body, len, &e, err, sizeof(err)) < 0) {
             client_fail(c, "bad EVENT from rdzvd: %s", err);
-        else if (c->cbs.on_event)
+            return;
+        }
+        /* The answer to its JOIN (its job ended, or its node is put aside): the close that
+         * follows is no endpoint to move on from. */
+        if (c->state != CL_JOINED && strcmp(e.type, "restart"))
+            c->told_end = true;
+        if (c->cbs.on_event)
             c->cbs.on_event(c, &e, c->ud);
         return;
     }
@@ -351,7 +357,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         agent_client_probe(c, AGENT_PEER_CLOSED);
         return;
     }
-    if (nread < 0 && c->state != CL_JOINED && c->eps.n > 1) {
+    if (nread < 0 && c->state != CL_JOINED && c->eps.n > 1 && !c->told_end) {
         char why[400];
 
         agent_client_note(c, "closed the connection before JOINED (%s)",

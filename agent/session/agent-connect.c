@@ -493,7 +493,7 @@ static void connect_cb(uv_connect_t *req, int status)
     (void)uv_tcp_nodelay(&c->tcp, 1);
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &(int){sizeof(c->peer)}) < 0)
         c->peer.ss_family = AF_UNSPEC; /* a probe then fails at once */
-    c->framed = false;
+    c->framed = c->told_end = false;
     agent_client_set_state(c, CL_HELLO);
     agent_client_silence_heard(c);
     c->connected(c);

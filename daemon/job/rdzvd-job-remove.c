@@ -265,18 +265,17 @@ bool rdzvd_job_ended_gives_way(struct rdzvd_job *j, int64_t age_ms)
 
 /* Whether j can go on without the members whose agents were signalled: while it forms, any
  * other member may still see it formed (more can join); once formed, its --nnodes MIN must be
- * left. A node whose workers all exited 0 in the generation (LEAVE succeeded) is done, not
- * gone, signalled or not, and so is one gone once done (R17b). */
+ * left. */
 static bool job_goes_on(struct rdzvd_job *j)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *o;
     int64_t left = 0;
 
-    for_each_member(j, o, pos, tmp) left += (!o->signalled || o->left_ok) && !o->aside_pending;
+    for_each_member(j, o, pos, tmp) left += !o->signalled && !o->aside_pending;
     if (j->state == JOB_FORMING)
         return left > 0;
-    return left + j->nin_done >= j->min;
+    return left >= j->min;
 }
 
 void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason,
@@ -302,9 +301,11 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
      * goes, whoever else is away at that moment (a member's connection blipping, rdzvd just
      * restarted and its agents not back yet). A CANCEL naming the scheduler's job (sched_job)
      * is the scheduler ending the whole job: every node is being signalled, so the job is
-     * cancelled now rather than each node told it left while the others still ran (R15a). */
+     * cancelled now rather than each node told it left while the others still ran (R15a). A
+     * node done (its LEAVE succeeded in the running generation) takes nothing from the job by
+     * going: it is accounted for, and nothing restarts (R17b). */
     if ((j->generation == 0 || rdzvd_member_held_place(m)) &&
-        (sched_job[0] || !job_goes_on(j))) {
+        (sched_job[0] || (!job_goes_on(j) && !(j->state == JOB_RUNNING && m->left_ok)))) {
         snprintf(j->cancel_why, sizeof(j->cancel_why), "cancelled: the agent of node %s %s",
                  m->join.host, what);
         j->cancelled = 128 + sig;

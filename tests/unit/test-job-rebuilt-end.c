@@ -145,30 +145,52 @@ static void test_all_accounted_for_ends_the_window(void)
     env_done(&e);
 }
 
-/* A node done takes nothing from the job when its agent is signalled: with --nnodes N (MIN =
- * N), node 0's LEAVE succeeded and then its CANCEL (SIGTERM, no scheduler's job named) is that
+/* Generation 1 of three nodes, --nnodes 3 (MIN 3), formed; node 0 done (LEAVE succeeded), then
+ * its agent signalled (SIGTERM, no scheduler's job named): it goes, told so. */
+static void three_formed_first_done_and_signalled(struct env *e, struct fake *f)
+{
+    struct rdzv_join jn = join_of(0, 3, 3, 0);
+
+    env_init(e, -1);
+    jn.last_call_ms = 10;
+    join_n(e, f, 3, jn);
+    for (int t = 0; t < 50 && !f[0].nrounds; t++)
+        run_ms(e, 10);
+    ASSERT_EQ(f[0].round.nnodes, 3);
+    jt_leave(f[0].m, 1, true);
+    jt_cancel(f[0].m, SIGTERM, "");
+    ASSERT_TRUE(event_is(&f[0], "left"));
+}
+
+/* A node done takes nothing from the job when its agent is signalled: node 0's CANCEL is that
  * node leaving done, not the job cancelled for want of nodes. Then node 1, done and signalled
  * too. The job waits for the last node, and succeeds at its LEAVE. */
 static void test_signal_after_a_leave_cancels_nothing(void)
 {
-    struct rdzv_join jn = join_of(0, 3, 3, 0);
     struct fake f[3] = {0};
     struct env e;
 
-    env_init(&e, -1);
-    jn.last_call_ms = 10;
-    join_n(&e, f, 3, jn);
-    for (int t = 0; t < 50 && !f[0].nrounds; t++)
-        run_ms(&e, 10);
-    ASSERT_EQ(f[0].round.nnodes, 3);
-    for (int i = 0; i < 2; i++) {
-        jt_leave(f[i].m, 1, true);
-        jt_cancel(f[i].m, SIGTERM, "");
-        ASSERT_TRUE(event_is(&f[i], "left"));
-        ASSERT_EQ(f[2].nevents, 0); /* its workers may still run */
-    }
+    three_formed_first_done_and_signalled(&e, f);
+    ASSERT_EQ(f[2].nevents, 0); /* its workers may still run */
+    jt_leave(f[1].m, 1, true);
+    jt_cancel(f[1].m, SIGTERM, "");
+    ASSERT_TRUE(event_is(&f[1], "left"));
+    ASSERT_EQ(f[2].nevents, 0);
     jt_leave(f[2].m, 1, true);
     ASSERT_TRUE(event_is(&f[2], "succeeded"));
+    env_done(&e);
+}
+
+/* Only a node done goes so: with node 0 done and gone, node 1, whose workers still run,
+ * signalled leaves one node of MIN 3: the job is cancelled (R15). */
+static void test_signal_of_a_node_not_done_still_cancels(void)
+{
+    struct fake f[3] = {0};
+    struct env e;
+
+    three_formed_first_done_and_signalled(&e, f);
+    jt_cancel(f[1].m, SIGTERM, "");
+    ASSERT_TRUE(event_is(&f[2], "cancelled"));
     env_done(&e);
 }
 
@@ -180,5 +202,6 @@ int main(void)
     TEST(test_window_counts_a_node_gone_after_its_leave);
     TEST(test_all_accounted_for_ends_the_window);
     TEST(test_signal_after_a_leave_cancels_nothing);
+    TEST(test_signal_of_a_node_not_done_still_cancels);
     return tap_done();
 }

@@ -665,6 +665,36 @@ static void test_a_new_run_while_the_ended_job_keeps_its_away_node(void)
     env_done(&e);
 }
 
+/* While the agents of a job that ended are still connected (leaving), an agent started after the
+ * end is of a new run: it is refused with why (ERROR), not told the old run's end as its own;
+ * one started before the end is told it (an EVENT, X1). */
+static void test_a_new_run_while_the_ended_jobs_agents_leave(void)
+{
+    struct fake f[2] = {0}, late = {0}, next = {0};
+    struct rdzv_join jn = join_of(0, 2, 2, 0);
+    char err[512];
+    struct env e;
+
+    env_init(&e, -1);
+    join_n(&e, f, 2, jn);
+    all_ready(f, 2, 1);
+    for (int i = 0; i < 2; i++)
+        jt_leave(f[i].m, 1, true);
+    ASSERT_TRUE(event_is(&f[0], "succeeded"));
+    run_ms(&e, 2000);
+    jn = join_of(3, 2, 2, 0);
+    jn.age_ms = 1000; /* started after the end */
+    ASSERT_EQ(join_err(&e, &next, &jn, err, sizeof(err)), -EAGAIN);
+    ASSERT_EQ(next.nevents, 0);
+    ASSERT_TRUE(strstr(err, "its agents are still leaving; this agent started after that end")
+                != NULL);
+    jn = join_of(4, 2, 2, 0);
+    jn.age_ms = 60000; /* started before the end */
+    ASSERT_EQ(join_err(&e, &late, &jn, err, sizeof(err)), -EBUSY);
+    ASSERT_TRUE(event_is(&late, "succeeded"));
+    env_done(&e);
+}
+
 /* Case 7 (S4): a new run's end soon after the last run's is kept too. The last run succeeded;
  * the line started again is a new run; its node's connection drops, and the operator cancels the
  * job waiting in its record, a moment after the first end. The agent of that new run (started
@@ -829,6 +859,7 @@ int main(void)
     TEST(test_a_new_run_after_the_end_starts_afresh);
     TEST(test_a_new_runs_end_soon_after_the_last_is_told);
     TEST(test_a_new_run_while_the_ended_job_keeps_its_away_node);
+    TEST(test_a_new_run_while_the_ended_jobs_agents_leave);
     TEST(test_record_keeps_failure_dates);
     TEST(test_straggler_window_counts_from_the_slowing);
     return tap_done();
