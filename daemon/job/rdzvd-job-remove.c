@@ -303,9 +303,11 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
      * is the scheduler ending the whole job: every node is being signalled, so the job is
      * cancelled now rather than each node told it left while the others still ran (R15a). A
      * node done (its LEAVE succeeded in the running generation) takes nothing from the job by
-     * going: it is accounted for, and nothing restarts (R17b). */
+     * going, while another member remains to end it: it is accounted for, and nothing
+     * restarts (R17b). */
     if ((j->generation == 0 || rdzvd_member_held_place(m)) &&
-        (sched_job[0] || (!job_goes_on(j) && !(j->state == JOB_RUNNING && m->left_ok)))) {
+        (sched_job[0] ||
+         (!job_goes_on(j) && !(j->state == JOB_RUNNING && m->left_ok && j->nmembers > 1)))) {
         snprintf(j->cancel_why, sizeof(j->cancel_why), "cancelled: the agent of node %s %s",
                  m->join.host, what);
         j->cancelled = 128 + sig;

@@ -175,9 +175,10 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
     }
     if (j->state == JOB_STOPPING) {
         /* A failure as the generation stops: training did not end well, whatever LEAVE crosses
-         * the restart (R17c). A signal from outside is no failure of the workers', nor is a
-         * stop of the agent's own (a reason: its node reached no rdzvd, A32). */
-        if (!w->reason[0] && !exit_from_outside(w) && !j->stop_failed) {
+         * the restart (R17c). A signal from outside is no failure of the workers'. One its
+         * agent reports with a reason (a hang, its node cut off from rdzvd) is not known to be
+         * a success either. */
+        if (!exit_from_outside(w) && !j->stop_failed) {
             j->stop_failed = true;
             if (j->scale_done)
                 rdzvd_job_note(j, true, "node=%s: its worker rank %" PRId64 " failed as the "

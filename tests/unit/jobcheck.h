@@ -142,8 +142,10 @@ static void check_step(struct model *md, int kind, int i, const struct pre *p)
     const struct rdzvd_job *j = the_job(md);
     bool ended_now = g_freed_ended || (j && j->state == JOB_ENDED && this_run(j));
 
+    /* An end told to a JOIN refused as its job had ended is no end of this one (X1, X5). */
     for (int k = 0; k < NODES; k++)
-        ended_now |= md->a[k].f.nevents > p->nevents[k] && is_outcome(md->a[k].f.event.type);
+        ended_now |= md->a[k].f.nevents > p->nevents[k] && is_outcome(md->a[k].f.event.type) &&
+                     !(kind == EV_JOIN && k == i && md->a[k].f.told);
     md->ended_seen |= ended_now || (kind == EV_OP_CANCEL && md->op_cancelled && !j) ||
                       (kind == EV_ABANDON && md->abandoned);
     ended_now &= p->exists && p->st != JOB_ENDED;

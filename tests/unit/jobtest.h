@@ -53,6 +53,7 @@ struct fake {
     struct rdzv_round round; /* the last */
     int nevents;
     struct rdzv_event event; /* the last */
+    bool told; /* its last JOIN was refused as its job had ended, and told that end (X1, X5) */
     int nnccl;
     uint64_t nccl_gen;
     int64_t nccl_count;
@@ -532,7 +533,8 @@ static inline int join_err(struct env *e, struct fake *f, const struct rdzv_join
         r = jt_step(&e->h, &in, &rd);
         jt_err(err, errlen, &rd);
         m = rd.member;
-        if (rd.told.type[0]) { /* its job ended: the agent is told as an EVENT, as rdzvd does */
+        f->told = rd.told.type[0] != '\0';
+        if (f->told) { /* its job ended: the agent is told as an EVENT, as rdzvd does */
             ASSERT_EQ(r, -EBUSY);
             f->event = rd.told;
             f->nevents++;

@@ -145,11 +145,11 @@ static void test_all_accounted_for_ends_the_window(void)
     env_done(&e);
 }
 
-/* Generation 1 of three nodes, --nnodes 3 (MIN 3), formed; node 0 done (LEAVE succeeded), then
- * its agent signalled (SIGTERM, no scheduler's job named): it goes, told so. */
-static void three_formed_first_done_and_signalled(struct env *e, struct fake *f)
+/* Generation 1 of three nodes, --nnodes min:3, formed; node 0 done (LEAVE succeeded), then its
+ * agent signalled (SIGTERM, no scheduler's job named): it goes, told so. */
+static void three_formed_first_done_and_signalled(struct env *e, struct fake *f, int64_t min)
 {
-    struct rdzv_join jn = join_of(0, 3, 3, 0);
+    struct rdzv_join jn = join_of(0, min, 3, 0);
 
     env_init(e, -1);
     jn.last_call_ms = 10;
@@ -170,7 +170,7 @@ static void test_signal_after_a_leave_cancels_nothing(void)
     struct fake f[3] = {0};
     struct env e;
 
-    three_formed_first_done_and_signalled(&e, f);
+    three_formed_first_done_and_signalled(&e, f, 3);
     ASSERT_EQ(f[2].nevents, 0); /* its workers may still run */
     jt_leave(f[1].m, 1, true);
     jt_cancel(f[1].m, SIGTERM, "");
@@ -182,15 +182,32 @@ static void test_signal_after_a_leave_cancels_nothing(void)
 }
 
 /* Only a node done goes so: with node 0 done and gone, node 1, whose workers still run,
- * signalled leaves one node of MIN 3: the job is cancelled (R15). */
+ * signalled leaves one node of MIN 2: the job is cancelled (R15). Node 0, gone once done, does
+ * not count toward MIN: a restart could not use it. */
 static void test_signal_of_a_node_not_done_still_cancels(void)
 {
     struct fake f[3] = {0};
     struct env e;
 
-    three_formed_first_done_and_signalled(&e, f);
+    three_formed_first_done_and_signalled(&e, f, 2);
     jt_cancel(f[1].m, SIGTERM, "");
     ASSERT_TRUE(event_is(&f[2], "cancelled"));
+    env_done(&e);
+}
+
+/* The last member is judged as any: a rebuilt generation with only node 0 back, done, then
+ * signalled, leaves no node to end the job: it is cancelled (R15), not dropped from memory with
+ * no end while its other nodes may come back. */
+static void test_last_member_done_and_signalled_is_cancelled(void)
+{
+    struct fake f[1] = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    back(&e, f, 1, 60000, 0);
+    jt_leave(f[0].m, 1, true);
+    jt_cancel(f[0].m, SIGTERM, "");
+    ASSERT_TRUE(event_is(&f[0], "cancelled"));
     env_done(&e);
 }
 
@@ -203,5 +220,6 @@ int main(void)
     TEST(test_all_accounted_for_ends_the_window);
     TEST(test_signal_after_a_leave_cancels_nothing);
     TEST(test_signal_of_a_node_not_done_still_cancels);
+    TEST(test_last_member_done_and_signalled_is_cancelled);
     return tap_done();
 }
