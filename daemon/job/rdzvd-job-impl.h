@@ -511,6 +511,9 @@ struct rdzvd_member *rdzvd_member_add(struct rdzvd_job *j, void *peer, const str
 /* Unlink m (and free the job with its last member); the caller deals with the consequences. */
 void rdzvd_member_unlink(struct rdzvd_member *m);
 bool rdzvd_job_ended_gives_way(struct rdzvd_job *j, int64_t age_ms);
+/* j ended, and an agent says it started age_ms ago (0: it does not say): whether it started
+ * after that end (its own clock against the step's: no two hosts' clocks are compared). */
+bool rdzvd_job_started_after_end(const struct rdzvd_job *j, int64_t age_ms);
 /* m is removed: lost (its connection closed, or it fell silent), or, with aside, put aside and
  * its agent told so by the EVENT aside. Move the job on (a restart, the next round). */
 void rdzvd_member_remove(struct rdzvd_member *m, const char *why, const struct rdzv_event *aside);

@@ -894,16 +894,14 @@ static int join_job(struct join_req *q, struct rdzv_join *jn, struct rdzvd_job *
     if (j && !jn->resume.generation && rdzvd_job_ended_gives_way(j, jn->age_ms))
         j = NULL; /* gone, kept ended: this agent, started after the end, runs a new job */
     if (j && j->state == JOB_ENDED) { /* its agents are still leaving */
-        double ago = rdzvd_job_wall_s(h) - j->ended_s;
-
         /* An agent started after the end is of a new run, not told this one's end as its own:
          * refused until the agents of the run that ended are gone (X1). */
-        if (!jn->resume.generation && jn->age_ms > 0 && (double)jn->age_ms / 1000 < ago) {
+        if (!jn->resume.generation && rdzvd_job_started_after_end(j, jn->age_ms)) {
             snprintf(err, errlen,
                      "job '%s' ended %.1f s ago and its agents are still leaving; this agent "
                      "started after that end, so it runs a new job of that id once they are "
                      "gone: start it again then, or give it a new --rdzv-id",
-                     jn->run_id, ago);
+                     jn->run_id, rdzvd_job_wall_s(h) - j->ended_s);
             return -EAGAIN;
         }
         rdzvd_job_ended_line(err, errlen, jn->run_id, j->outcome.type, j->outcome.exit_code,

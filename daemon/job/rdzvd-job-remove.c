@@ -249,13 +249,18 @@ int rdzvd_jobs_cancel(const struct rdzvd_job_host *h, const char *run_id, const 
 /* j ended, and a plain JOIN's agent started age_ms ago. One started after the end runs a new
  * job: j, whose members are all away (kept for their agents to be told the outcome), goes now,
  * kept ended as at their deadlines. Whether it went. */
+bool rdzvd_job_started_after_end(const struct rdzvd_job *j, int64_t age_ms)
+{
+    return j->state == JOB_ENDED && age_ms > 0 &&
+           (double)age_ms / 1000 < rdzvd_job_wall_s(&j->host) - j->ended_s;
+}
+
 bool rdzvd_job_ended_gives_way(struct rdzvd_job *j, int64_t age_ms)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *m;
 
-    if (j->state != JOB_ENDED || age_ms <= 0 ||
-        (double)age_ms / 1000 >= rdzvd_job_wall_s(&j->host) - j->ended_s)
+    if (!rdzvd_job_started_after_end(j, age_ms))
         return false;
     for_each_member(j, m, pos, tmp) if (m->peer) return false;
     rdzvd_job_note(j, false, "an agent started after the job ended: a new run");
@@ -303,11 +308,11 @@ void rdzvd_member_cancel(struct rdzvd_member *m, int64_t sig, const char *reason
      * is the scheduler ending the whole job: every node is being signalled, so the job is
      * cancelled now rather than each node told it left while the others still ran (R15a). A
      * node done (its LEAVE succeeded in the running generation) takes nothing from the job by
-     * going, while another member remains to end it: it is accounted for, and nothing
-     * restarts (R17b). */
+     * going, while another member of the generation remains to end it (a spare cannot): it is
+     * accounted for, and nothing restarts (R17b). */
     if ((j->generation == 0 || rdzvd_member_held_place(m)) &&
         (sched_job[0] ||
-         (!job_goes_on(j) && !(j->state == JOB_RUNNING && m->left_ok && j->nmembers > 1)))) {
+         (!job_goes_on(j) && !(j->state == JOB_RUNNING && m->left_ok && j->nin_round > 1)))) {
         snprintf(j->cancel_why, sizeof(j->cancel_why), "cancelled: the agent of node %s %s",
                  m->join.host, what);
         j->cancelled = 128 + sig;

@@ -178,7 +178,7 @@ int rdzvd_member_worker_exit(struct rdzvd_member *m, const struct rdzv_worker_ex
          * the restart (R17c). A signal from outside is no failure of the workers'. One its
          * agent reports with a reason (a hang, its node cut off from rdzvd) is not known to be
          * a success either. */
-        if (!exit_from_outside(w) && !j->stop_failed) {
+        if (!outside && !j->stop_failed) {
             j->stop_failed = true;
             if (j->scale_done)
                 rdzvd_job_note(j, true, "node=%s: its worker rank %" PRId64 " failed as the "

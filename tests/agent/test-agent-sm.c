@@ -183,10 +183,10 @@ static void test_outcome_exit_code(void)
     ASSERT_TRUE(g.sm.put_aside);
 }
 
-/* An agent refused because its job ended is told the outcome as an EVENT (job-policy X1, X5),
- * and exits as the job did: its workers done and LEAVE sent, its connection lost, the resume's
- * answer says the job succeeded meanwhile (exit 0, where a refusal was 1); a late agent that ran
- * nothing of a job that failed takes the job's exit code. */
+/* The EVENT rdzvd answers a JOIN or a resume with when the job ended (job-policy X1, X5): the
+ * agent exits as the job did. Its workers done and LEAVE sent, its connection lost, the EVENT
+ * succeeded that answers its resume ends it with 0 (an ERROR, before, ended it with 1); a late
+ * agent that ran nothing of a job that failed takes the job's exit code. */
 static void test_outcome_told_to_a_refused_agent(void)
 {
     struct rig g;

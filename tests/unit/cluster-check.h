@@ -58,6 +58,17 @@ static void cs_note_restart(const struct rdzv_event *e)
                e->generation);
 }
 
+/* An end rdzvd told (C3): to the job's members, or to a JOIN or a resume refused as its job
+ * ended, as an EVENT (job-policy X1, X5), which ends nothing. */
+static void cs_note_told(const struct rdzv_event *e)
+{
+    for (int k = 0; k < W->nouts; k++)
+        if (!strcmp(W->outs[k].summary, e->summary) && !strcmp(W->outs[k].type, e->type))
+            return;
+    if (W->nouts < 8)
+        W->outs[W->nouts++] = *e;
+}
+
 /* What rdzvd tells the agents: the restarts (C5), and each of the job's ends (C3). */
 static void cs_note_outcome(const struct rdzv_event *e)
 {
@@ -70,22 +81,7 @@ static void cs_note_outcome(const struct rdzv_event *e)
     W->run_ended = true;
     if (!strcmp(e->type, "failed"))
         W->end_forgot_t = 0; /* a rebuilt job that ended, ended again (cs_end_forgotten) */
-    for (int k = 0; k < W->nouts; k++)
-        if (!strcmp(W->outs[k].summary, e->summary) && !strcmp(W->outs[k].type, e->type))
-            return;
-    if (W->nouts < 8)
-        W->outs[W->nouts++] = *e;
-}
-
-/* A JOIN or a resume refused as its job ended is told the job's end as an EVENT (job-policy
- * X1, X5): what its agent may end with (C3), and nothing more. */
-static void cs_note_told(const struct rdzv_event *e)
-{
-    for (int k = 0; k < W->nouts; k++)
-        if (!strcmp(W->outs[k].summary, e->summary) && !strcmp(W->outs[k].type, e->type))
-            return;
-    if (W->nouts < 8)
-        W->outs[W->nouts++] = *e;
+    cs_note_told(e);
 }
 
 /* Without --state-dir (nor replicas) a restarted rdzvd keeps no job's end, and a straggler's

@@ -347,13 +347,15 @@ static void test_leave_across_a_lost_node_restart_ends_the_job(void)
 
 /* Not when a worker failed (R17c): node 1's worker exits 1 after a step of generation 1 as the
  * scale-up restart begins (its WORKER_EXIT crosses the EVENT restart), before or after node 0's
- * LEAVE succeeded. That is no success: generation 2 forms, as the restart meant. */
-static void failure_across_scale_up(bool fail_first)
+ * LEAVE succeeded, or its agent reports it with a reason (hung). That is no success: generation 2
+ * forms, as the restart meant. */
+static void failure_across_scale_up(bool fail_first, const char *reason)
 {
     struct rdzv_worker_exit w = {.generation = 1, .rank = 2, .exit_code = 1};
     struct fake f[3] = {0};
     struct env e;
 
+    snprintf(w.reason, sizeof(w.reason), "%s", reason);
     scale_up_restart(&e, f, false);
     fake_step(&f[1]);
     if (fail_first)
@@ -373,8 +375,9 @@ static void failure_across_scale_up(bool fail_first)
 
 static void test_failure_across_scale_up_is_no_success(void)
 {
-    failure_across_scale_up(true);
-    failure_across_scale_up(false);
+    failure_across_scale_up(true, "");
+    failure_across_scale_up(false, "");
+    failure_across_scale_up(false, "hung: no progress for 60 s (--progress-timeout)");
 }
 
 int main(void)

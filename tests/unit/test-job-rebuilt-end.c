@@ -195,16 +195,19 @@ static void test_signal_of_a_node_not_done_still_cancels(void)
     env_done(&e);
 }
 
-/* The last member is judged as any: a rebuilt generation with only node 0 back, done, then
- * signalled, leaves no node to end the job: it is cancelled (R15), not dropped from memory with
- * no end while its other nodes may come back. */
+/* The last member of its generation is judged as any: a rebuilt generation with only node 0
+ * back, done, then signalled, leaves no node to end the job, whatever spare waits: it is
+ * cancelled (R15), not dropped from memory with no end while its other nodes may come back. */
 static void test_last_member_done_and_signalled_is_cancelled(void)
 {
-    struct fake f[1] = {0};
+    struct rdzv_join jn = join_of(5, 2, 4, 0);
+    struct fake f[1] = {0}, spare = {0};
     struct env e;
 
     env_init(&e, -1);
     back(&e, f, 1, 60000, 0);
+    ASSERT_OK(join(&e, &spare, &jn));
+    ASSERT_TRUE(spare.spare);
     jt_leave(f[0].m, 1, true);
     jt_cancel(f[0].m, SIGTERM, "");
     ASSERT_TRUE(event_is(&f[0], "cancelled"));
