@@ -140,38 +140,52 @@ static void test_newcomer_that_left_is_a_survivor(void)
     env_done(&e);
 }
 
+/* Generation 2 of scale_up_idle (node 2 idle beside the survivors) in state directory fd; rdzvd
+ * restarts on it and rebuilds the job from its record, and node i resumes in turn, its resume
+ * saying left (its workers done while rdzvd was away) for i < nleft. each(f, i) runs after
+ * node i is back (NULL: nothing). */
+static void newcomer_across_a_restart(struct env *e, struct fake *f, int fd, int nleft,
+                                      void (*each)(struct fake *f, int i))
+{
+    char secrets[3][RDZV_SECRET_HEX + 1];
+
+    env_init(e, fd);
+    scale_up_idle(e, f, 3, 3);
+    for (int i = 0; i < 3; i++)
+        memcpy(secrets[i], e->secrets[i], sizeof(secrets[i]));
+    env_done(e);
+    env_init(e, fd); /* rdzvd restarts on its state directory */
+    jt_rebuild(&e->h);
+    for (int i = 0; i < 3; i++) {
+        struct rdzv_join jn = join_of(i, 2, 3, 3);
+        const struct rdzv_round *rd = &f[i].round;
+
+        memcpy(e->secrets[i], secrets[i], sizeof(secrets[i]));
+        jn.inplace = jn.scale_up_now = true;
+        jn.resume = (struct rdzv_resume){.generation = 2, .node_rank = rd->node_rank,
+                                         .nnodes = rd->nnodes, .rank_offset = rd->rank_offset,
+                                         .world_size = rd->world_size,
+                                         .restart_count = rd->restart_count,
+                                         .master_port = rd->master_port, .left = i < nleft};
+        ASSERT_OK(join(e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+        if (each)
+            each(f, i);
+    }
+}
+
 /* Who is a newcomer outlives an rdzvd restart on its --state-dir: the job's record says it of
  * each node of the generation. Generation 2 (node 2 idle beside the survivors) is rebuilt from
  * the record; its three nodes resume, the survivors leave succeeded, and the job ends without
  * waiting for node 2, whose workers would wait for peers that are done. */
 static void test_idle_newcomer_outlives_an_rdzvd_restart(void)
 {
-    char path[64], secrets[3][RDZV_SECRET_HEX + 1];
+    char path[64];
     struct fake f[3] = {0};
     struct env e;
     int fd = jt_state_dir(path, sizeof(path));
 
-    env_init(&e, fd);
-    scale_up_idle(&e, f, 3, 3);
-    for (int i = 0; i < 3; i++)
-        memcpy(secrets[i], e.secrets[i], sizeof(secrets[i]));
-    env_done(&e);
-    env_init(&e, fd); /* rdzvd restarts on its state directory */
-    jt_rebuild(&e.h);
-    for (int i = 0; i < 3; i++) {
-        struct rdzv_join jn = join_of(i, 2, 3, 3);
-        const struct rdzv_round *rd = &f[i].round;
-
-        memcpy(e.secrets[i], secrets[i], sizeof(secrets[i]));
-        jn.inplace = jn.scale_up_now = true;
-        jn.resume = (struct rdzv_resume){.generation = 2, .node_rank = rd->node_rank,
-                                         .nnodes = rd->nnodes, .rank_offset = rd->rank_offset,
-                                         .world_size = rd->world_size,
-                                         .restart_count = rd->restart_count,
-                                         .master_port = rd->master_port};
-        ASSERT_OK(join(&e, &f[i], &jn));
-        ASSERT_TRUE(f[i].resumed);
-    }
+    newcomer_across_a_restart(&e, f, fd, 0, NULL);
     jt_leave(f[0].m, 2, true);
     jt_leave(f[1].m, 2, true);
     ASSERT_TRUE(event_is(&f[2], "succeeded"));
@@ -181,38 +195,23 @@ static void test_idle_newcomer_outlives_an_rdzvd_restart(void)
     jt_state_dir_done(fd, path);
 }
 
+/* The job ends only as the last node of the rebuilt generation comes back. */
+static void ends_at_the_last(struct fake *f, int i)
+{
+    ASSERT_EQ(event_is(&f[0], "succeeded"), i == 2);
+}
+
 /* The same when the survivors come back first, their workers done while rdzvd was away (their
  * resumes say left): the job cannot end before the generation is whole again, and it ends as
  * the newcomer comes back, with no LEAVE after it. */
 static void test_survivors_back_done_before_the_newcomer(void)
 {
-    char path[64], secrets[3][RDZV_SECRET_HEX + 1];
+    char path[64];
     struct fake f[3] = {0};
     struct env e;
     int fd = jt_state_dir(path, sizeof(path));
 
-    env_init(&e, fd);
-    scale_up_idle(&e, f, 3, 3);
-    for (int i = 0; i < 3; i++)
-        memcpy(secrets[i], e.secrets[i], sizeof(secrets[i]));
-    env_done(&e);
-    env_init(&e, fd); /* rdzvd restarts on its state directory */
-    jt_rebuild(&e.h);
-    for (int i = 0; i < 3; i++) {
-        struct rdzv_join jn = join_of(i, 2, 3, 3);
-        const struct rdzv_round *rd = &f[i].round;
-
-        memcpy(e.secrets[i], secrets[i], sizeof(secrets[i]));
-        jn.inplace = jn.scale_up_now = true;
-        jn.resume = (struct rdzv_resume){.generation = 2, .node_rank = rd->node_rank,
-                                         .nnodes = rd->nnodes, .rank_offset = rd->rank_offset,
-                                         .world_size = rd->world_size,
-                                         .restart_count = rd->restart_count,
-                                         .master_port = rd->master_port, .left = i < 2};
-        ASSERT_OK(join(&e, &f[i], &jn));
-        ASSERT_TRUE(f[i].resumed);
-        ASSERT_EQ(event_is(&f[0], "succeeded"), i == 2);
-    }
+    newcomer_across_a_restart(&e, f, fd, 2, ends_at_the_last);
     ASSERT_TRUE(event_is(&f[2], "succeeded"));
     ASSERT_TRUE(strstr(f[2].event.summary, "1 newcomer node") != NULL);
     env_done(&e);
