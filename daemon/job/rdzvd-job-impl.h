@@ -688,6 +688,10 @@ void rdzvd_job_save_back(struct rdzvd_job *j);
  * the wall clock now), whatever an earlier leaving left in the record. Nothing without a job
  * table; a refusal is logged. */
 void rdzvd_job_save_leaving(struct rdzvd_job *j);
+/* Decide node rank node_rank of j's running generation done (RDZVD_DECIDE_DONE: its member
+ * went after its LEAVE succeeded, R17b), so that the generation rebuilt from the record counts
+ * it as back and done. 0 or a negative errno (logged: the job goes on as decided). */
+int rdzvd_job_save_done(struct rdzvd_job *j, int64_t node_rank);
 /* rdzvd_job_decide(t, kind, rec) as the machine decides, for a job of h: in the job table whose
  * records h's steps keep, the change is held and its record made by rdzvd_job_record_new
  * before the change: -ENOMEM when there is no memory for it (nothing changed). */

@@ -224,6 +224,13 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec, uint64
         memcpy(j->round.ids, rec->ids, rec->n_ids * sizeof(*rec->ids));
     j->rebuilt_nodes = rec->nodes; /* who may resume each node rank: taken over */
     rec->nodes = NULL;
+    memset(j->rank_done, 0, (size_t)j->rank_cap * sizeof(*j->rank_done)); /* a newer claim's */
+    j->nin_done = 0;
+    for (int64_t i = 0; j->rebuilt_nodes && i < j->round.nnodes; i++)
+        if (j->rebuilt_nodes[i].done) { /* gone after its LEAVE succeeded (R17b) */
+            j->rank_done[i] = true;
+            j->nin_done++;
+        }
     if (rec->store_addr[0]) {
         /* Node rank 0's agent hosts it: it went on without us. */
         memcpy(j->store_addr, rec->store_addr, sizeof(j->store_addr));

@@ -524,7 +524,7 @@ bool rdzvd_member_twin_warning(struct rdzvd_member *m, char *buf, size_t len)
 /* How ended jobs ended, kept in the job table (rdzvd-job-ends.h, struct
  * rdzvd_job_end): written only from inside an ENDED decision's apply
  * (rdzvd-job-records.c), so the deciding rdzvd, a journal's replay and every replica's Raft apply
- * keep the same ones, and read when rdzvd starts or a replica leads (rdzvd_jobs_rebuild). */
+ * keep the same ones, and read when rdzvd starts or a replica leads (rdzvd_jobs_rebuild_one). */
 
 #define END_KEY_PREFIX "end/"
 #define ENDS_KEY "ends"

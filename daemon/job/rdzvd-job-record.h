@@ -58,6 +58,10 @@ struct rdzvd_job_record_node {
      * workers). In the record as "newcomers", [node_rank, ...] beside "nodes": an rdzvd that
      * predates it reads the rest. */
     bool newcomer;
+    /* Gone after its LEAVE succeeded (job-policy R17b): accounted for, as back and done, in the
+     * generation rebuilt from the record. In the record as "done", [node_rank, ...], as
+     * "newcomers" is; a DONE decision sets it. */
+    bool done;
 };
 
 /* One failure of a node's workers: when (rdzvd's wall clock, unix ms), which rank, and whether
@@ -138,6 +142,8 @@ struct rdzvd_job_record {
     int64_t uncounted_ms[RDZVD_JOB_UNCOUNTED_RESTARTS];
     /* ADMITTED only: the node admitted (never part of the record itself). */
     struct rdzvd_job_record_admitted admitted;
+    /* DONE only: the node rank of generation gone after its LEAVE succeeded. */
+    int64_t done_rank;
     /* WAITING only: since when (rdzvd's wall clock, unix ms) none of its agents is connected;
      * 0: one is back. */
     int64_t waiting_since_ms;
@@ -184,6 +190,9 @@ enum rdzvd_decision_kind {
     RDZVD_DECIDE_FORGOTTEN, /* a node id that promises nothing any more (a node that left
                              * without holding a place): rec->admitted.node_id's hash goes, and
                              * its bytes of the job's node ids; the record unchanged */
+    RDZVD_DECIDE_DONE,      /* the node at rec->done_rank of the running generation
+                             * rec->generation went after its LEAVE succeeded: the record's node
+                             * there is done; another generation's record (or none) unchanged */
 };
 
 /* When run_id's agents all left, as WAITING recorded it in t (unix ms), or 0: none recorded
@@ -191,7 +200,8 @@ enum rdzvd_decision_kind {
 int64_t rdzvd_job_waiting_since(struct rdzvd_store *t, const char *run_id);
 
 
-/* "formed", "stopped", "ended", "aside", "admitted", "waiting", "forgotten". Never NULL. */
+/* "formed", "stopped", "ended", "aside", "admitted", "waiting", "forgotten", "done". Never
+ * NULL. */
 const char *rdzvd_decision_name(enum rdzvd_decision_kind kind);
 
 /* Decide kind for the job rec->run_id in the job table t: rec (the caller's: FORMED, a running

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/rdzv-assert.h"
 #include "common/rdzv-log.h"
 #include "daemon/job/rdzvd-job-impl.h"
 #include "daemon/job/rdzvd-job-record.h"
@@ -177,6 +178,24 @@ int rdzvd_job_save_aside(struct rdzvd_job *j)
     r = decision_written(r);
     if (r < 0)
         log_warn_errno(r, "job=%s cannot record a node put aside in its job table", j->run_id);
+    return r;
+}
+
+int rdzvd_job_save_done(struct rdzvd_job *j, int64_t node_rank)
+{
+    struct rdzvd_job_record rec = {.generation = j->generation, .done_rank = node_rank};
+    int r;
+
+    rdzv_assert(node_rank >= 0 && node_rank < j->round.nnodes);
+    if (!j->host.record_table)
+        return 0;
+    memcpy(rec.run_id, j->run_id, sizeof(rec.run_id));
+    r = decision_written(
+        rdzvd_job_host_decide(&j->host, j->host.record_table, RDZVD_DECIDE_DONE, &rec));
+    if (r < 0)
+        log_warn_errno(r, "job=%s gen=%" PRIu64 " cannot record node rank %" PRId64 " done in "
+                       "its job table: rebuilt, the generation would wait for it",
+                       j->run_id, j->generation, node_rank);
     return r;
 }
 
@@ -522,11 +541,19 @@ static int record_decode_fails(json_t *all, struct rdzvd_job_record *rec)
     return 0;
 }
 
-/* rec's nodes ([[node_id, nproc], ...] by node rank; the newcomers' node ranks, if any, [i,
- * ...]) and ids (["hex", ...]) into o. 0 or -ENOMEM. */
+/* Node rank i into o's list name ([i, ...]), which *a holds once made. 0 or -ENOMEM. */
+static int rank_list_add(json_t *o, const char *name, json_t **a, int64_t i)
+{
+    if (!*a && (!(*a = json_array()) || json_object_set_new(o, name, *a) < 0))
+        return -ENOMEM;
+    return json_array_append_new(*a, json_integer((json_int_t)i)) < 0 ? -ENOMEM : 0;
+}
+
+/* rec's nodes ([[node_id, nproc], ...] by node rank; the node ranks of its newcomers and of
+ * those done, if any, [i, ...]) and ids (["hex", ...]) into o. 0 or -ENOMEM. */
 static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
 {
-    json_t *a, *nc = NULL;
+    json_t *a, *nc = NULL, *done = NULL;
 
     if (rec->nodes) {
         if (!(a = json_array()) || json_object_set_new(o, "nodes", a) < 0)
@@ -535,11 +562,9 @@ static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
             if (json_array_append_new(a, json_pack("[s, I]", rec->nodes[i].node_id,
                                                    (json_int_t)rec->nodes[i].nproc)) < 0)
                 return -ENOMEM;
-            if (!rec->nodes[i].newcomer)
-                continue;
-            if (!nc && (!(nc = json_array()) || json_object_set_new(o, "newcomers", nc) < 0))
+            if (rec->nodes[i].newcomer && rank_list_add(o, "newcomers", &nc, i) < 0)
                 return -ENOMEM;
-            if (json_array_append_new(nc, json_integer((json_int_t)i)) < 0)
+            if (rec->nodes[i].done && rank_list_add(o, "done", &done, i) < 0)
                 return -ENOMEM;
         }
     }
@@ -780,6 +805,32 @@ static int record_decode_gpus(json_t *gpus, struct rdzvd_job_record *rec)
     return 0;
 }
 
+/* A list of node ranks of rec's nodes (v, NULL: none), each once, into their newcomer flags,
+ * or their done flags when done. 0 or -EBADMSG. */
+static int rank_list_decode(json_t *v, struct rdzvd_job_record *rec, bool done)
+{
+    json_t *k;
+    size_t i;
+
+    if (!v)
+        return 0;
+    if (!rec->nodes || !json_is_array(v))
+        return -EBADMSG;
+    json_array_foreach(v, i, k)
+    {
+        json_int_t rank = json_is_integer(k) ? json_integer_value(k) : -1;
+        bool *flag;
+
+        if (rank < 0 || rank >= rec->nnodes)
+            return -EBADMSG;
+        flag = done ? &rec->nodes[rank].done : &rec->nodes[rank].newcomer;
+        if (*flag)
+            return -EBADMSG;
+        *flag = true;
+    }
+    return 0;
+}
+
 /* The nodes and ids of the record o, if any, into rec (its other fields decoded). 0, -EBADMSG
  * (malformed, or not what put takes: rec's parts are then cleared) or -ENOMEM. */
 static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
@@ -805,20 +856,9 @@ static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
             rec->nodes[i].nproc = nproc;
         }
     }
-    if ((v = json_object_get(o, "newcomers"))) { /* node ranks of nodes, each once */
-        json_t *k;
-
-        if (!rec->nodes || !json_is_array(v))
-            goto out_bad;
-        json_array_foreach(v, i, k)
-        {
-            json_int_t rank = json_is_integer(k) ? json_integer_value(k) : -1;
-
-            if (rank < 0 || rank >= rec->nnodes || rec->nodes[rank].newcomer)
-                goto out_bad;
-            rec->nodes[rank].newcomer = true;
-        }
-    }
+    if (rank_list_decode(json_object_get(o, "newcomers"), rec, false) < 0 ||
+        rank_list_decode(json_object_get(o, "done"), rec, true) < 0)
+        goto out_bad;
     if (ids) {
         if (!json_is_array(ids) || json_array_size(ids) > RDZV_MAX_NCCL_IDS)
             goto out_bad;
@@ -954,6 +994,7 @@ static const char *const decision_names[] = {
     [RDZVD_DECIDE_ADMITTED] = "admitted",
     [RDZVD_DECIDE_WAITING] = "waiting",
     [RDZVD_DECIDE_FORGOTTEN] = "forgotten",
+    [RDZVD_DECIDE_DONE] = "done",
 };
 
 const char *rdzvd_decision_name(enum rdzvd_decision_kind kind)
@@ -977,6 +1018,8 @@ static bool decision_fits(enum rdzvd_decision_kind kind, const struct rdzvd_job_
         return true;
     case RDZVD_DECIDE_WAITING:
         return rec->waiting_since_ms >= 0;
+    case RDZVD_DECIDE_DONE:
+        return rec->generation >= 1 && rec->done_rank >= 0; /* the record bounds it */
     case RDZVD_DECIDE_FORGOTTEN:
     case RDZVD_DECIDE_ADMITTED:
         return rdzvd_job_admitted_valid(&rec->admitted, kind == RDZVD_DECIDE_ADMITTED);
@@ -1037,6 +1080,10 @@ static char *decision_encode(enum rdzvd_decision_kind kind, const struct rdzvd_j
                 : kind == RDZVD_DECIDE_WAITING
                     ? json_pack("{s:s, s:I}", "run_id", rec->run_id, "since_ms",
                                 (json_int_t)rec->waiting_since_ms)
+                : kind == RDZVD_DECIDE_DONE
+                    ? json_pack("{s:s, s:I, s:I}", "run_id", rec->run_id, "generation",
+                                (json_int_t)rec->generation, "node_rank",
+                                (json_int_t)rec->done_rank)
                     : record_json(rec);
     char *text = NULL;
 
@@ -1106,7 +1153,16 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
     if (d->kind == RDZVD_DECIDE_FORGOTTEN)
         return rdzvd_job_ids_forget(t, d->rec.run_id, d->rec.admitted.node_id);
     r = rdzvd_job_record_get(t, d->rec.run_id, &cur);
-    if (r == 0 && decision_goes_back(d, &cur)) {
+    if (d->kind == RDZVD_DECIDE_DONE) {
+        /* Only the running generation's record changes; another's, or none, stays (1). */
+        if (r == 0 && cur.running && cur.generation == d->rec.generation && cur.nodes &&
+            d->rec.done_rank < cur.nnodes && !cur.nodes[d->rec.done_rank].done) {
+            cur.nodes[d->rec.done_rank].done = true;
+            r = rdzvd_job_record_put(t, &cur);
+        } else if (r == 0 || r == -ENOENT || r == -EBADMSG) {
+            r = 1;
+        }
+    } else if (r == 0 && decision_goes_back(d, &cur)) {
         r = -ESTALE;
     } else if (r == 0 && d->kind == RDZVD_DECIDE_ASIDE) {
         struct rdzvd_job_record next = cur;
@@ -1170,6 +1226,19 @@ static int decision_decode(const uint8_t *val, size_t vlen, struct decided *d)
         snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
         d->rec.waiting_since_ms = (int64_t)since;
         r = 0;
+        goto out;
+    }
+    if (strcmp(kind, "done") == 0) {
+        json_int_t gen, rank;
+
+        d->kind = RDZVD_DECIDE_DONE;
+        if (json_unpack(o, "{s:I, s:I}", "generation", &gen, "node_rank", &rank) < 0 ||
+            strlen(id) > RDZV_ID_MAX)
+            goto out;
+        snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
+        d->rec.generation = gen > 0 ? (uint64_t)gen : 0;
+        d->rec.done_rank = rank;
+        r = decision_fits(d->kind, &d->rec) ? 0 : -EBADMSG;
         goto out;
     }
     if (strcmp(kind, "formed") == 0)
@@ -1263,7 +1332,7 @@ static int decide(const struct rdzvd_job_host *keep, struct rdzvd_store *t,
         !decision_fits(kind, rec) ||
         (kind != RDZVD_DECIDE_ENDED && kind != RDZVD_DECIDE_ADMITTED &&
          kind != RDZVD_DECIDE_WAITING && kind != RDZVD_DECIDE_FORGOTTEN &&
-         !record_parts_valid(rec)))
+         kind != RDZVD_DECIDE_DONE && !record_parts_valid(rec)))
         return -EINVAL;
     if (!(text = decision_encode(kind, rec)))
         return -ENOMEM;

@@ -108,6 +108,7 @@ void rdzvd_member_remove(struct rdzvd_member *m, const char *why, const struct r
     if (in_round && left && st == JOB_RUNNING) { /* its workers were done: accounted for (R17b) */
         j->rank_done[rank] = true;
         j->nin_done++;
+        (void)rdzvd_job_save_done(j, rank); /* a restart of rdzvd counts it done too */
     }
     rdzvd_member_forget(m);
     rdzvd_member_unlink(m);

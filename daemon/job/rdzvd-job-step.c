@@ -116,7 +116,7 @@ static void step_nccl_id(struct rdzvd_member *m, const struct rdzvd_job_input *i
 
 /* A record of h's job table not written (UNRECORDED, stepped once the Ready that held it was
  * carried out): a decision whose move or JOIN waits on it (rdzvd_decision_holds) fails its job.
- * The others (ENDED, WAITING, FORGOTTEN) are logged. Given as its bytes, or by run_id. */
+ * The others (ENDED, WAITING, FORGOTTEN, DONE) are logged. Given as its bytes, or by run_id. */
 static void step_unrecorded(const struct rdzvd_job_host *h, const struct rdzvd_job_input *in)
 {
     char run_id[RDZV_ID_MAX + 1];

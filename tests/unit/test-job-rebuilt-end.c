@@ -145,6 +145,122 @@ static void test_all_accounted_for_ends_the_window(void)
     env_done(&e);
 }
 
+/* A node gone after its LEAVE succeeded stays accounted for across an rdzvd restart on its
+ * --state-dir: the job's record marks its node rank done. Node 0 of three, done and gone; a
+ * spare's LEAVE and going mark nothing (it holds no rank). rdzvd restarts and rebuilds
+ * generation 1 from the record. Nodes 1 and 2 come back, the window's end restarts nothing, and
+ * their LEAVEs end the job succeeded. */
+static void test_node_done_and_gone_outlives_an_rdzvd_restart(void)
+{
+    char path[64], secrets[3][RDZV_SECRET_HEX + 1];
+    struct rdzv_join jn = join_of(0, 3, 3, 3);
+    struct rdzvd_job_record rec;
+    struct fake f[4] = {0};
+    struct env e;
+    int fd = jt_state_dir(path, sizeof(path));
+
+    jn.heartbeat_timeout_ms = 40;
+    env_init(&e, fd);
+    join_n(&e, f, 3, jn);
+    ASSERT_EQ(f[2].round.nnodes, 3);
+    jn = join_of(3, 3, 3, 3); /* a spare: its LEAVE and its going mark nothing done */
+    jn.heartbeat_timeout_ms = 40;
+    ASSERT_OK(join(&e, &f[3], &jn));
+    ASSERT_TRUE(f[3].spare);
+    jt_leave(f[3].m, 1, true);
+    jt_cancel(f[3].m, SIGTERM, "");
+    first_done_then_gone(f);
+    for (int i = 0; i < 3; i++)
+        memcpy(secrets[i], e.secrets[i], sizeof(secrets[i]));
+    env_done(&e);
+    env_init(&e, fd); /* rdzvd restarts on its state directory */
+    jt_rebuild(&e.h);
+    for (int i = 1; i < 3; i++) {
+        const struct rdzv_round *rd = &f[i].round;
+
+        jn = join_of(i, 3, 3, 3);
+        jn.heartbeat_timeout_ms = 40;
+        memcpy(e.secrets[i], secrets[i], sizeof(secrets[i]));
+        jn.resume = (struct rdzv_resume){.generation = 1, .node_rank = rd->node_rank,
+                                         .nnodes = rd->nnodes, .rank_offset = rd->rank_offset,
+                                         .world_size = rd->world_size,
+                                         .restart_count = rd->restart_count,
+                                         .master_port = rd->master_port};
+        ASSERT_OK(join(&e, &f[i], &jn));
+        ASSERT_TRUE(f[i].resumed);
+    }
+    for (int t = 0; t < 30; t++) {
+        jt_heartbeat(f[1].m);
+        jt_heartbeat(f[2].m);
+        run_ms(&e, 10);
+    }
+    ASSERT_EQ(f[1].nevents, 0); /* no restart for node 0, which was done */
+    ASSERT_OK(rdzvd_job_record_get(e.table, "job", &rec)); /* only node 0 is */
+    ASSERT_TRUE(rec.nodes && rec.nodes[0].done && !rec.nodes[1].done && !rec.nodes[2].done);
+    rdzvd_job_record_clear(&rec);
+    jt_leave(f[1].m, 1, true);
+    ASSERT_EQ(f[2].nevents, 0);
+    jt_leave(f[2].m, 1, true);
+    ASSERT_TRUE(event_is(&f[1], "succeeded"));
+    ASSERT_TRUE(event_is(&f[2], "succeeded"));
+    env_done(&e);
+    env_forget_table(fd);
+    jt_state_dir_done(fd, path);
+}
+
+/* The record's part of it: DONE marks the node rank done in the running generation's record,
+ * once; it changes nothing of another generation, of one stopped, or past the record's nodes.
+ * A record's "done" list names each node rank once, within its nodes. */
+static void test_done_decision_marks_the_running_record(void)
+{
+    static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
+    struct rdzvd_job_record_node nodes[3] = {{"a", 2}, {"b", 2}, {"c", 2}};
+    struct rdzvd_job_record rec = {.min = 3, .max = 3, .generation = 1, .running = true,
+                                   .nnodes = 3, .world_size = 6, .nodes = nodes};
+    struct rdzvd_job_record done = {.generation = 1, .done_rank = 1}, got;
+    struct rdzvd_store *t = NULL;
+    const uint8_t *val;
+    size_t vlen;
+    char text[1024], *at;
+
+    ASSERT_OK(rdzvd_store_new(&lim, NULL, &t));
+    rdzvd_store_set_decision_fn(t, rdzvd_decision_apply, NULL);
+    snprintf(rec.run_id, sizeof(rec.run_id), "d");
+    snprintf(done.run_id, sizeof(done.run_id), "d");
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_FORMED, &rec));
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_DONE, &done));
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_DONE, &done)); /* once: nothing more */
+    done.generation = 2; /* another generation's: nothing */
+    done.done_rank = 0;
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_DONE, &done));
+    done.generation = 1; /* past its nodes: nothing */
+    done.done_rank = 3;
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_DONE, &done));
+    done.done_rank = -1;
+    ASSERT_EQ(rdzvd_job_decide(t, RDZVD_DECIDE_DONE, &done), -EINVAL);
+    ASSERT_OK(rdzvd_job_record_get(t, "d", &got));
+    ASSERT_TRUE(!got.nodes[0].done && got.nodes[1].done && !got.nodes[2].done);
+    rdzvd_job_record_clear(&got);
+    ASSERT_OK(rdzvd_store_get(t, "job/d", 5, &val, &vlen));
+    ASSERT_TRUE(vlen < sizeof(text));
+    memcpy(text, val, vlen);
+    text[vlen] = '\0';
+    ASSERT_NOT_NULL(at = strstr(text, "\"done\":[1]"));
+    at[8] = '3'; /* past its nodes */
+    ASSERT_OK(rdzvd_store_set(t, "job/d", 5, text, vlen));
+    ASSERT_EQ(rdzvd_job_record_get(t, "d", &got), -EBADMSG);
+    rec.running = false; /* stopped: a DONE of generation 1 changes nothing */
+    rec.nnodes = rec.world_size = 0;
+    rec.nodes = NULL;
+    rec.restart_count = 1;
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_STOPPED, &rec));
+    done.done_rank = 0;
+    ASSERT_OK(rdzvd_job_decide(t, RDZVD_DECIDE_DONE, &done));
+    ASSERT_OK(rdzvd_job_record_get(t, "d", &got));
+    ASSERT_TRUE(!got.running && !got.nodes);
+    rdzvd_store_free(t);
+}
+
 /* Generation 1 of three nodes, --nnodes min:3, formed; node 0 done (LEAVE succeeded), then its
  * agent signalled (SIGTERM, no scheduler's job named): it goes, told so. */
 static void three_formed_first_done_and_signalled(struct env *e, struct fake *f, int64_t min)
@@ -221,6 +337,8 @@ int main(void)
     TEST(test_node_not_back_is_waited_for);
     TEST(test_window_counts_a_node_gone_after_its_leave);
     TEST(test_all_accounted_for_ends_the_window);
+    TEST(test_node_done_and_gone_outlives_an_rdzvd_restart);
+    TEST(test_done_decision_marks_the_running_record);
     TEST(test_signal_after_a_leave_cancels_nothing);
     TEST(test_signal_of_a_node_not_done_still_cancels);
     TEST(test_last_member_done_and_signalled_is_cancelled);

@@ -467,7 +467,7 @@ static void test_decisions_checked(void)
     ASSERT_EQ(told.n, 0);
     ASSERT_EQ(rdzvd_job_record_get(t, "chk", &got), -ENOENT);
     ASSERT_BYTES_STR(rdzvd_decision_name(RDZVD_DECIDE_STOPPED), 7, "stopped");
-    ASSERT_BYTES_STR(rdzvd_decision_name((enum rdzvd_decision_kind)7), 1, "?");
+    ASSERT_BYTES_STR(rdzvd_decision_name(RDZVD_DECIDE_DONE + 1), 1, "?");
     rdzvd_store_free(t);
 }
 
