@@ -81,13 +81,21 @@ static bool job_rebuilding(const struct rdzvd_job *j)
 }
 
 /* Once a node's workers have all exited 0 (LEAVE succeeded), the job is finishing: a scale-up
- * would start a generation that needs workers that are done. Said (for m, the joiner) when so:
- * it waits as a spare, and is told how the job ends. */
+ * would start a generation that needs workers that are done. So too once such a node has gone
+ * (R17b). Said (for m, the joiner) when so: it waits as a spare, and is told how the job ends. */
 static bool job_finishing(struct rdzvd_job *j, const struct rdzvd_member *m)
 {
     struct rdzv_list *pos, *tmp;
     struct rdzvd_member *o;
 
+    if (j->nin_done > 0) {
+        rdzvd_job_note(j, false,
+                       "node=%s is not taken in now (--scale-up now): %" PRId64 " node(s) of "
+                       "the generation left once their workers had all exited 0, the job is "
+                       "finishing; it waits as a spare",
+                       m->join.host, j->nin_done);
+        return true;
+    }
     for_each_member(j, o, pos, tmp) if (o->node_rank >= 0 && o->left_ok)
     {
         rdzvd_job_note(j, false,

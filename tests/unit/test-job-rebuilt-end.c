@@ -330,6 +330,39 @@ static void test_last_member_done_and_signalled_is_cancelled(void)
     env_done(&e);
 }
 
+/* A job with a node done is finishing (R1a), the node gone since too: with node 0 of three done
+ * and signalled, a fourth node that joins with --scale-up now waits as a spare, and nothing
+ * restarts. The others' LEAVEs end the job succeeded, the spare's too. */
+static void test_scale_up_waits_for_a_node_done_and_gone(void)
+{
+    struct rdzv_join jn = join_of(0, 2, 3, 0);
+    struct fake f[4] = {0};
+    struct env e;
+
+    env_init(&e, -1);
+    jn.scale_up_now = true;
+    join_n(&e, f, 3, jn);
+    ASSERT_EQ(f[0].round.nnodes, 3);
+    jt_leave(f[0].m, 1, true);
+    jt_cancel(f[0].m, SIGTERM, "");
+    ASSERT_TRUE(event_is(&f[0], "left"));
+    jn = join_of(3, 2, 3, 0);
+    jn.scale_up_now = true;
+    ASSERT_OK(join(&e, &f[3], &jn));
+    for (int t = 0; t < 5; t++) {
+        for (int i = 1; i < 4; i++)
+            jt_heartbeat(f[i].m);
+        run_ms(&e, 10);
+    }
+    ASSERT_EQ(f[1].nevents, 0); /* no restart */
+    ASSERT_EQ(f[3].nrounds, 0);
+    jt_leave(f[1].m, 1, true);
+    jt_leave(f[2].m, 1, true);
+    ASSERT_TRUE(event_is(&f[1], "succeeded"));
+    ASSERT_TRUE(event_is(&f[3], "succeeded"));
+    env_done(&e);
+}
+
 int main(void)
 {
     rdzv_log_setup("test-job-rebuilt-end", RDZV_LOG_ERROR);
@@ -342,5 +375,6 @@ int main(void)
     TEST(test_signal_after_a_leave_cancels_nothing);
     TEST(test_signal_of_a_node_not_done_still_cancels);
     TEST(test_last_member_done_and_signalled_is_cancelled);
+    TEST(test_scale_up_waits_for_a_node_done_and_gone);
     return tap_done();
 }
