@@ -139,6 +139,7 @@ struct spre {
     /* Members that took a ROUND of the job on their connection (no newcomers, P8c): past the
      * bound, a restart one causes stays uncounted (P8d), once, as it comes back a newcomer. */
     bool took_round[NODES], adv_took_round;
+    bool away[NODES]; /* a member whose agent is away: its heartbeat deadline runs */
     bool all_in;  /* every honest node (not the stranger) is in the job */
 };
 
@@ -516,6 +517,7 @@ static void take_spre(struct sim *s, struct spre *p)
         p->noutcome[i] = s->md.a[i].noutcome;
         p->resume[i] = s->md.a[i].resume;
         p->took_round[i] = member_of(j, i) && member_of(j, i)->ran_gen;
+        p->away[i] = member_of(j, i) && !member_of(j, i)->peer;
     }
 }
 
@@ -558,6 +560,16 @@ static void check_moved(struct sim *s, const struct spre *p, int node, const cha
     }
 }
 
+/* The timer that moved the job was the heartbeat deadline of a member away that took a ROUND
+ * (no newcomer): gone with it, the restart is that member's (P8d). */
+static bool away_veteran_gone(const struct rdzvd_job *j, const struct spre *p)
+{
+    for (int i = 0; i < NODES; i++)
+        if (p->away[i] && p->took_round[i] && !member_of(j, i))
+            return true;
+    return false;
+}
+
 /* S7, after every event: the restarts every worker heard (an agent's EVENT restart of a
  * generation not restarted before) that the budget did not count, but for a signal to a node
  * that rdzvd saw run (its generation past the start-up window by rdzvd's clock: a claimed step
@@ -583,12 +595,20 @@ static void check_bound(struct sim *s, int code, const struct spre *p)
     }
     if (j && p->exists && j->restart_count > p->restarts)
         s->counted_gen[s->ncounted++ % 8] = p->gen; /* the generation it stopped, counted */
+    if (!j && p->exists) { /* it left memory in the event: its record says what it counted */
+        struct rdzvd_job_record rec;
+
+        if (record_of(&s->md, &rec) == 0 && rec.restart_count > p->restarts)
+            s->counted_gen[s->ncounted++ % 8] = p->gen;
+        rdzvd_job_record_clear(&rec);
+    }
     /* Past the bound, a member that took a ROUND (no newcomer) stopped its generation: P8d
      * leaves that restart uncounted, whenever its agents hear it. */
     if (p->spent && j && p->exists && (p->st == JOB_RUNNING || p->st == JOB_NCCL) &&
         (j->state != p->st || j->generation != p->gen) && j->restart_count == p->restarts &&
         ((kind >= 0 && p->took_round[code % NODES]) ||
-         ((code == SC_ADV_GONE || code == SC_ADV_CANCEL) && p->adv_took_round)))
+         ((code == SC_ADV_GONE || code == SC_ADV_CANCEL) && p->adv_took_round) ||
+         (code == JOB_EV(EV_TIMER) && away_veteran_gone(j, p))))
         s->veteran_gen = p->gen;
     if (j && j->restart_count > s->c.v.max_restarts)
         sbad(s, S7, 0, "the job's restart count is %" PRId64 ", past its budget (%" PRId64 ")",
