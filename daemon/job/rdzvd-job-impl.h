@@ -193,6 +193,12 @@ struct rdzvd_job {
      * owned), or NULL (the record has none, or the job was not rebuilt): only the node a record
      * names at a node rank resumes it (rdzvd-job-join.c). Freed when the next round forms. */
     struct rdzvd_job_record_node *rebuilt_nodes;
+    /* The node ids of the generation that stopped before the job was restored from its record
+     * (n_stopped_wait of them, by node rank, "" where none; owned), or NULL: the next round
+     * waits for them until they are all back or the rebuild window ends (W2). Each comes back
+     * a newcomer, as any node that left (P8c). */
+    char (*stopped_wait)[RDZV_ID_MAX + 1];
+    int64_t n_stopped_wait;
     bool shutting_down; /* host shutdown: keep the store's journal and the record */
     /* Freed back to its record (rebuilt, and no agent came or the JOIN that rebuilt it was
      * refused): keep the store's journal and the record, listed as waiting. */

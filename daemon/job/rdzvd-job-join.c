@@ -209,8 +209,23 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec, uint64
     if (!rec->running || rec->generation == 0) {
         rdzvd_job_note(j, false,
                        "restored from --state-dir after an rdzvd restart: generation %" PRIu64
-                       " is over, restart %" PRId64 " of %" PRId64 "; forming the next one",
-                       j->generation, j->restart_count, j->max_restarts);
+                       " is over, restart %" PRId64 " of %" PRId64 "; forming the next one%s",
+                       j->generation, j->restart_count, j->max_restarts,
+                       rec->n_stopped ? " once its nodes are back" : "");
+        if (rec->n_stopped && rec->generation) { /* W2: its nodes are coming back */
+            free(j->stopped_wait);
+            j->stopped_wait = rec->stopped;
+            j->n_stopped_wait = rec->n_stopped;
+            rec->stopped = NULL;
+            rec->n_stopped = 0;
+            for (int64_t i = 0; i < j->n_stopped_wait; i++) { /* one put aside since: not back */
+                const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, j->stopped_wait[i]);
+
+                if (h && h->aside)
+                    j->stopped_wait[i][0] = '\0';
+            }
+            rdzvd_job_timer_start(j, T_REBUILD, window_ms);
+        }
         return 0; /* JOB_FORMING: the next round is generation + 1 */
     }
     r = rdzvd_job_ranks_reserve(j, rec->nnodes);

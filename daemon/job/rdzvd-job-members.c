@@ -81,6 +81,7 @@ out_free:
     free(j->by_rank);
     free(j->rank_done);
     free(j->rebuilt_nodes);
+    free(j->stopped_wait);
     free(j);
     return NULL;
 }
@@ -93,6 +94,7 @@ void rdzvd_job_freed(struct rdzvd_job *j)
     free(j->by_rank);
     free(j->rank_done);
     free(j->rebuilt_nodes);
+    free(j->stopped_wait);
     free(j->hist);
     free(j);
 }

@@ -128,6 +128,13 @@ struct rdzvd_job_record {
      * an rdzvd before membership was recorded, or one made from an agent's claim. put reads the
      * caller's; get allocates them (rdzvd_job_record_clear frees them). */
     struct rdzvd_job_record_node *nodes;
+    /* The node ids of the generation stopped, by node rank (STOPPED only): n_stopped of them,
+     * "" where no member held that rank when it stopped; 0: none known. The job restored from
+     * the record waits a rebuild window for them before it forms the next generation
+     * (job-policy W2). In the record as "stopped_nodes", which an rdzvd that predates it
+     * skips. Owned as nodes is. */
+    int64_t n_stopped;
+    char (*stopped)[RDZV_ID_MAX + 1];
     /* The generation's NCCL unique ids, hex (running only): n_ids of them (0: none). Owned as
      * nodes is. */
     unsigned n_ids;
@@ -147,13 +154,18 @@ struct rdzvd_job_record {
     /* WAITING only: since when (rdzvd's wall clock, unix ms) none of its agents is connected;
      * 0: one is back. */
     int64_t waiting_since_ms;
+    /* WAITING only: its last agent left now, as rdzvd ran (not a job found waiting in its
+     * record at a start or an election): the record drops its stopped_nodes (W2). In the
+     * decision as "left", which an rdzvd that predates it skips. */
+    bool agents_left;
     /* ENDED only: how the job ended, kept when has_end (a job that never formed, forgotten
      * with its last member, has none). */
     bool has_end;
     struct rdzvd_job_end end;
 };
 
-/* Free what rdzvd_job_record_get allocated in rec (nodes, ids, hist), and set them NULL. */
+/* Free what rdzvd_job_record_get allocated in rec (nodes, stopped, ids, hist), and set them
+ * NULL. */
 void rdzvd_job_record_clear(struct rdzvd_job_record *rec);
 
 /* The record of run_id in the job table t. A replica's put or del goes to the log with its

@@ -46,6 +46,31 @@ static struct rdzvd_job_record_node *job_round_nodes(struct rdzvd_job *j)
     return nodes;
 }
 
+/* The node ids of j's members with a node rank, by node rank (calloc'd, round.nnodes of them,
+ * "" for a rank none holds), for the record of the generation stopped; NULL when none holds one
+ * or out of memory (logged: the job restored from the record then waits for nobody). */
+static char (*job_stopped_nodes(struct rdzvd_job *j))[RDZV_ID_MAX + 1]
+{
+    char(*ids)[RDZV_ID_MAX + 1];
+    int64_t n = j->round.nnodes, held = 0;
+
+    if (n < 1 || n > j->rank_cap || n > j->max)
+        return NULL;
+    for (int64_t i = 0; i < n; i++) /* one put aside is not coming back */
+        held += j->by_rank[i] && !j->by_rank[i]->aside_pending;
+    if (!held)
+        return NULL;
+    if (!(ids = calloc((size_t)n, sizeof(*ids)))) {
+        log_warn("job=%s gen=%" PRIu64 " out of memory: its record names no node stopped",
+                 j->run_id, j->generation);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (j->by_rank[i] && !j->by_rank[i]->aside_pending)
+            memcpy(ids[i], j->by_rank[i]->join.node_id, sizeof(ids[i]));
+    return ids;
+}
+
 /* j's record as a decision makes it: its identity, generation and history (borrowed), the
  * restart count given, not running. */
 static struct rdzvd_job_record job_record(const struct rdzvd_job *j, int64_t restart_count)
@@ -140,6 +165,8 @@ int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count)
         rec.nodes = job_round_nodes(j);
         rec.n_ids = j->round.n_ids;
         rec.ids = j->round.ids;
+    } else if (j->state == JOB_RUNNING && (rec.stopped = job_stopped_nodes(j))) {
+        rec.n_stopped = j->round.nnodes; /* the generation that stops now: its nodes (W2) */
     }
     r = rdzvd_job_host_decide(&j->host, j->host.record_table,
                          running ? RDZVD_DECIDE_FORMED : RDZVD_DECIDE_STOPPED, &rec);
@@ -159,6 +186,7 @@ int rdzvd_job_save(struct rdzvd_job *j, bool running, int64_t restart_count)
                        "in its job table",
                        j->run_id, j->generation, running ? "formed" : "stopped");
     free(rec.nodes);
+    free(rec.stopped);
     return r < 0 ? r : 0;
 }
 
@@ -358,13 +386,15 @@ void rdzvd_member_forget(struct rdzvd_member *m)
 
 /* WAITING for run_id in h's job table (since: unix ms; 0: an agent is back): 0, or a negative
  * errno. */
-static int decide_waiting(const struct rdzvd_job_host *h, const char *run_id, int64_t since)
+static int decide_waiting(const struct rdzvd_job_host *h, const char *run_id, int64_t since,
+                          bool left)
 {
     struct rdzvd_job_record rec = {.generation = 0};
     int r;
 
     snprintf(rec.run_id, sizeof(rec.run_id), "%s", run_id);
     rec.waiting_since_ms = since;
+    rec.agents_left = left;
     r = rdzvd_job_host_decide(h, h->record_table, RDZVD_DECIDE_WAITING, &rec);
     if (r < 0)
         log_warn_errno(r, since ? "job=%s cannot record since when it waits for its agents: a "
@@ -379,13 +409,14 @@ static int decide_waiting(const struct rdzvd_job_host *h, const char *run_id, in
 void rdzvd_job_save_back(struct rdzvd_job *j)
 {
     if (j->host.record_table && rdzvd_job_waiting_since(j->host.record_table, j->run_id))
-        (void)decide_waiting(&j->host, j->run_id, 0);
+        (void)decide_waiting(&j->host, j->run_id, 0, false);
 }
 
 void rdzvd_job_save_leaving(struct rdzvd_job *j)
 {
     if (j->host.record_table)
-        (void)decide_waiting(&j->host, j->run_id, (int64_t)(rdzvd_job_wall_s(&j->host) * 1000));
+        (void)decide_waiting(&j->host, j->run_id, (int64_t)(rdzvd_job_wall_s(&j->host) * 1000),
+                             !j->stopped_wait); /* a wait for them under way: still coming */
 }
 
 uint64_t rdzvd_jobs_waiting_since(const struct rdzvd_job_host *h, const char *run_id,
@@ -400,7 +431,7 @@ uint64_t rdzvd_jobs_waiting_since(const struct rdzvd_job_host *h, const char *ru
         return ago < now_ms ? now_ms - ago : 1;
     }
     if (h->record_table)
-        (void)decide_waiting(h, run_id, since_wall < 1 ? 1 : since_wall);
+        (void)decide_waiting(h, run_id, since_wall < 1 ? 1 : since_wall, false);
     return since_ms;
 }
 
@@ -436,6 +467,12 @@ static bool record_parts_valid(const struct rdzvd_job_record *rec)
         if (sum != rec->world_size)
             return false;
     }
+    if (rec->n_stopped < 0 || rec->n_stopped > rec->max ||
+        (rec->n_stopped && (!rec->stopped || rec->running)))
+        return false;
+    for (int64_t i = 0; i < rec->n_stopped; i++)
+        if (strnlen(rec->stopped[i], RDZV_ID_MAX + 1) > RDZV_ID_MAX)
+            return false;
     if (rec->n_ids > RDZV_MAX_NCCL_IDS || (rec->n_ids && (!rec->ids || !rec->running)))
         return false;
     for (unsigned i = 0; i < rec->n_ids; i++)
@@ -541,6 +578,19 @@ static int record_decode_fails(json_t *all, struct rdzvd_job_record *rec)
     return 0;
 }
 
+/* n strings, stride bytes apart from first, into o as the list name. 0 or -ENOMEM. */
+static int strings_encode(json_t *o, const char *name, const char *first, size_t stride, size_t n)
+{
+    json_t *a = json_array();
+
+    if (!a || json_object_set_new(o, name, a) < 0)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (json_array_append_new(a, json_string(first + i * stride)) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
 /* Node rank i into o's list name ([i, ...]), which *a holds once made. 0 or -ENOMEM. */
 static int rank_list_add(json_t *o, const char *name, json_t **a, int64_t i)
 {
@@ -568,13 +618,11 @@ static int record_encode_parts(json_t *o, const struct rdzvd_job_record *rec)
                 return -ENOMEM;
         }
     }
-    if (rec->n_ids) {
-        if (!(a = json_array()) || json_object_set_new(o, "ids", a) < 0)
-            return -ENOMEM;
-        for (unsigned i = 0; i < rec->n_ids; i++)
-            if (json_array_append_new(a, json_string(rec->ids[i])) < 0)
-                return -ENOMEM;
-    }
+    if (rec->n_stopped && strings_encode(o, "stopped_nodes", rec->stopped[0],
+                                         sizeof(rec->stopped[0]), (size_t)rec->n_stopped) < 0)
+        return -ENOMEM;
+    if (rec->n_ids && strings_encode(o, "ids", rec->ids[0], sizeof(rec->ids[0]), rec->n_ids) < 0)
+        return -ENOMEM;
     if (rec->n_hist) {
         if (!(a = json_array()) || json_object_set_new(o, "history", a) < 0)
             return -ENOMEM;
@@ -732,9 +780,12 @@ static char *record_encode(const struct rdzvd_job_record *rec)
 void rdzvd_job_record_clear(struct rdzvd_job_record *rec)
 {
     free(rec->nodes);
+    free(rec->stopped);
     free(rec->ids);
     free(rec->hist);
     rec->nodes = NULL;
+    rec->stopped = NULL;
+    rec->n_stopped = 0;
     rec->ids = NULL;
     rec->n_ids = 0;
     rec->hist = NULL;
@@ -801,6 +852,29 @@ static int record_decode_gpus(json_t *gpus, struct rdzvd_job_record *rec)
             rdzv_gpu_set_from_json(set, "aside_gpus", &h->gpus, err, sizeof(err)) < 0 ||
             !h->gpus.n)
             return -EBADMSG;
+    }
+    return 0;
+}
+
+/* The node ids of the generation stopped (v, NULL: none; a string each, "" for a rank not
+ * held, at most the job's MAX) into rec. 0, -EBADMSG or -ENOMEM (the caller clears rec). */
+static int record_decode_stopped(json_t *v, struct rdzvd_job_record *rec)
+{
+    json_t *k;
+    size_t i;
+
+    if (!v)
+        return 0;
+    if (!json_is_array(v) || !json_array_size(v) || (int64_t)json_array_size(v) > rec->max)
+        return -EBADMSG;
+    if (!(rec->stopped = calloc(json_array_size(v), sizeof(*rec->stopped))))
+        return -ENOMEM;
+    rec->n_stopped = (int64_t)json_array_size(v);
+    json_array_foreach(v, i, k)
+    {
+        if (!json_is_string(k) || json_string_length(k) > RDZV_ID_MAX)
+            return -EBADMSG;
+        memcpy(rec->stopped[i], json_string_value(k), json_string_length(k) + 1);
     }
     return 0;
 }
@@ -875,7 +949,9 @@ static int record_decode_parts(json_t *o, struct rdzvd_job_record *rec)
         }
         rec->n_ids = (unsigned)json_array_size(ids);
     }
-    r = record_decode_hist(json_object_get(o, "history"), rec);
+    r = record_decode_stopped(json_object_get(o, "stopped_nodes"), rec);
+    if (r == 0)
+        r = record_decode_hist(json_object_get(o, "history"), rec);
     if (r == 0)
         r = record_decode_fails(json_object_get(o, "history_fails"), rec);
     if (r == 0)
@@ -1078,8 +1154,8 @@ static char *decision_encode(enum rdzvd_decision_kind kind, const struct rdzvd_j
                     ? rdzvd_job_admitted_json(rec->run_id, &rec->admitted,
                                               kind == RDZVD_DECIDE_ADMITTED)
                 : kind == RDZVD_DECIDE_WAITING
-                    ? json_pack("{s:s, s:I}", "run_id", rec->run_id, "since_ms",
-                                (json_int_t)rec->waiting_since_ms)
+                    ? json_pack("{s:s, s:I, s:b}", "run_id", rec->run_id, "since_ms",
+                                (json_int_t)rec->waiting_since_ms, "left", rec->agents_left)
                 : kind == RDZVD_DECIDE_DONE
                     ? json_pack("{s:s, s:I, s:I}", "run_id", rec->run_id, "generation",
                                 (json_int_t)rec->generation, "node_rank",
@@ -1134,6 +1210,19 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
         if (d->rec.waiting_since_ms &&
             rdzvd_store_get(t, key, table_key(d->rec.run_id, key, sizeof(key)), &val, &vlen) < 0)
             return 1;
+        /* Its agents all left: nobody of the generation stopped is coming back (W2). The
+         * record first: a failure changes nothing. */
+        if (d->rec.agents_left && (r = rdzvd_job_record_get(t, d->rec.run_id, &cur)) == 0) {
+            if (cur.n_stopped) {
+                free(cur.stopped);
+                cur.stopped = NULL;
+                cur.n_stopped = 0;
+                r = rdzvd_job_record_put(t, &cur);
+            }
+            rdzvd_job_record_clear(&cur);
+        }
+        if (d->rec.agents_left && r < 0 && r != -ENOENT && r != -EBADMSG)
+            return r;
         return waiting_decide(t, d->rec.run_id, d->rec.waiting_since_ms);
     }
     if (d->kind == RDZVD_DECIDE_ENDED) {
@@ -1218,13 +1307,15 @@ static int decision_decode(const uint8_t *val, size_t vlen, struct decided *d)
     }
     if (strcmp(kind, "waiting") == 0) {
         json_int_t since;
+        int left = 0;
 
         d->kind = RDZVD_DECIDE_WAITING;
-        if (json_unpack(o, "{s:I}", "since_ms", &since) < 0 || since < 0 ||
+        if (json_unpack(o, "{s:I, s?b}", "since_ms", &since, "left", &left) < 0 || since < 0 ||
             strlen(id) > RDZV_ID_MAX)
             goto out;
         snprintf(d->rec.run_id, sizeof(d->rec.run_id), "%s", id);
         d->rec.waiting_since_ms = (int64_t)since;
+        d->rec.agents_left = left && since > 0;
         r = 0;
         goto out;
     }

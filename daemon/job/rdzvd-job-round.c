@@ -220,6 +220,9 @@ static void close_round(struct rdzvd_job *j, bool bench)
         return; /* cannot be: its callers checked FORMING (logged) */
     free(j->rebuilt_nodes);
     j->rebuilt_nodes = NULL;
+    free(j->stopped_wait); /* their wait over (W2): each took its place, or another */
+    j->stopped_wait = NULL;
+    j->n_stopped_wait = 0;
     j->round.nnodes = rank; /* the move cleared the round, and gave it its generation */
     j->round.world_size = offset;
     if (j->nmembers > rank)
@@ -255,6 +258,34 @@ void rdzvd_job_ask_rank0(struct rdzvd_job *j, int64_t want, bool store)
 /* In FORMING: close the round if it is time, else make sure the right timer runs. After a
  * restart (generation > 0) the round closes as soon as every member is ready and there are
  * enough of them; the first round waits for max, or last call after min. */
+/* The wait for the nodes of the generation stopped is over (W2). */
+static void stopped_wait_over(struct rdzvd_job *j)
+{
+    free(j->stopped_wait);
+    j->stopped_wait = NULL;
+    j->n_stopped_wait = 0;
+}
+
+/* W2: the job restored from its record waits for the nodes of the generation that stopped,
+ * while its rebuild window runs: true while one is not back as a member ready for the round
+ * (its workers stopped). Once all are, or the window's timer is gone, the wait is over. */
+static bool stopped_waiting(struct rdzvd_job *j)
+{
+    const struct rdzvd_member *m;
+
+    if (!j->stopped_wait)
+        return false;
+    for (int64_t i = 0; j->timer_armed && j->timer_kind == T_REBUILD && i < j->n_stopped_wait;
+         i++)
+        if (j->stopped_wait[i][0] &&
+            (!(m = rdzvd_member_index_find(&j->by_id, j->stopped_wait[i])) || !m->ready))
+            return true;
+    stopped_wait_over(j);
+    if (j->timer_armed && j->timer_kind == T_REBUILD)
+        rdzvd_job_timer_stop(j);
+    return false;
+}
+
 void rdzvd_job_try_close(struct rdzvd_job *j)
 {
     int64_t ready = j->nready, members = j->nmembers;
@@ -268,6 +299,8 @@ void rdzvd_job_try_close(struct rdzvd_job *j)
             rdzvd_job_timer_start(j, T_BACKOFF, wait);
         return;
     }
+    if (stopped_waiting(j))
+        return; /* the rebuild window's end forms it without those not back */
     /* The bound on restarts not counted spent: nodes that never ran wait as spares. */
     bench = uncounted_bench(j, &ready, &members);
     if (bench)
@@ -469,6 +502,19 @@ void rdzvd_job_fired(struct rdzvd_job *j)
     } else if (j->state == JOB_FORMING && j->timer_kind == T_PREFLIGHT) {
         rdzvd_job_pf_fired(j);
     } else if (j->state == JOB_FORMING && j->timer_kind == T_BACKOFF) {
+        rdzvd_job_try_close(j);
+    } else if (j->state == JOB_FORMING && j->timer_kind == T_REBUILD) {
+        int64_t back = 0, n = 0;
+
+        for (int64_t i = 0; j->stopped_wait && i < j->n_stopped_wait; i++) {
+            n += j->stopped_wait[i][0] != '\0';
+            back += j->stopped_wait[i][0] &&
+                    rdzvd_member_index_find(&j->by_id, j->stopped_wait[i]) != NULL;
+        }
+        rdzvd_job_note(j, true, "%" PRId64 " of the %" PRId64 " nodes of generation %" PRIu64
+                       " did not come back after rdzvd restarted (or its leader changed): "
+                       "the next round forms without them", n - back, n, j->generation);
+        stopped_wait_over(j);
         rdzvd_job_try_close(j);
     } else if (j->state == JOB_NCCL && j->timer_kind == T_NCCL) {
         struct rdzvd_member *m0 = rank0_member(j);
