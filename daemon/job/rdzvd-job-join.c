@@ -218,13 +218,17 @@ static int job_rebuild(struct rdzvd_job *j, struct rdzvd_job_record *rec, uint64
             j->n_stopped_wait = rec->n_stopped;
             rec->stopped = NULL;
             rec->n_stopped = 0;
+            int64_t coming = 0;
+
             for (int64_t i = 0; i < j->n_stopped_wait; i++) { /* one put aside since: not back */
                 const struct rdzvd_job_record_hist *h = rdzvd_job_hist_find(j, j->stopped_wait[i]);
 
                 if (h && h->aside)
                     j->stopped_wait[i][0] = '\0';
+                coming += j->stopped_wait[i][0] != '\0';
             }
-            rdzvd_job_timer_start(j, T_REBUILD, window_ms);
+            if (coming)
+                rdzvd_job_timer_start(j, T_REBUILD, window_ms);
         }
         return 0; /* JOB_FORMING: the next round is generation + 1 */
     }

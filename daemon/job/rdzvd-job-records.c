@@ -453,6 +453,9 @@ static bool record_parts_valid(const struct rdzvd_job_record *rec)
 {
     int64_t sum = 0;
 
+    if (rec->nnodes > rec->max) /* no generation is larger than MAX */
+        return false;
+
     if (rec->nodes) {
         if (!rec->running || rec->nnodes < 1 || rec->nnodes > rec->max)
             return false;
@@ -1210,20 +1213,19 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
         if (d->rec.waiting_since_ms &&
             rdzvd_store_get(t, key, table_key(d->rec.run_id, key, sizeof(key)), &val, &vlen) < 0)
             return 1;
-        /* Its agents all left: nobody of the generation stopped is coming back (W2). The
-         * record first: a failure changes nothing. */
-        if (d->rec.agents_left && (r = rdzvd_job_record_get(t, d->rec.run_id, &cur)) == 0) {
+        r = waiting_decide(t, d->rec.run_id, d->rec.waiting_since_ms);
+        /* Its agents all left: nobody of the generation stopped is coming back (W2). Not
+         * dropped (no room): a restored job waits its window for them, nothing worse. */
+        if (r >= 0 && d->rec.agents_left && rdzvd_job_record_get(t, d->rec.run_id, &cur) == 0) {
             if (cur.n_stopped) {
                 free(cur.stopped);
                 cur.stopped = NULL;
                 cur.n_stopped = 0;
-                r = rdzvd_job_record_put(t, &cur);
+                (void)rdzvd_job_record_put(t, &cur);
             }
             rdzvd_job_record_clear(&cur);
         }
-        if (d->rec.agents_left && r < 0 && r != -ENOENT && r != -EBADMSG)
-            return r;
-        return waiting_decide(t, d->rec.run_id, d->rec.waiting_since_ms);
+        return r;
     }
     if (d->kind == RDZVD_DECIDE_ENDED) {
         int s = rdzvd_job_ids_forget(t, d->rec.run_id, NULL);

@@ -505,15 +505,17 @@ void rdzvd_job_fired(struct rdzvd_job *j)
         rdzvd_job_try_close(j);
     } else if (j->state == JOB_FORMING && j->timer_kind == T_REBUILD) {
         int64_t back = 0, n = 0;
+        const struct rdzvd_member *m;
 
         for (int64_t i = 0; j->stopped_wait && i < j->n_stopped_wait; i++) {
             n += j->stopped_wait[i][0] != '\0';
             back += j->stopped_wait[i][0] &&
-                    rdzvd_member_index_find(&j->by_id, j->stopped_wait[i]) != NULL;
+                    (m = rdzvd_member_index_find(&j->by_id, j->stopped_wait[i])) && m->ready;
         }
         rdzvd_job_note(j, true, "%" PRId64 " of the %" PRId64 " nodes of generation %" PRIu64
-                       " did not come back after rdzvd restarted (or its leader changed): "
-                       "the next round forms without them", n - back, n, j->generation);
+                       " were not back, their workers stopped, within the rebuild window after "
+                       "rdzvd restarted (or its leader changed): the next round forms without "
+                       "them", n - back, n, j->generation);
         stopped_wait_over(j);
         rdzvd_job_try_close(j);
     } else if (j->state == JOB_NCCL && j->timer_kind == T_NCCL) {

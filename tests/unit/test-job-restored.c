@@ -193,7 +193,8 @@ static void test_a_job_whose_agents_all_left_waits_for_nobody(void)
 }
 
 /* The record's part: a STOPPED record's "stopped_nodes" are read back, "" for a rank none held;
- * a list longer than the job's MAX is no record. */
+ * a list longer than the job's MAX is no record, nor is a generation larger than MAX (rebuilt,
+ * it would stop rdzvd at an assertion). */
 static void test_stopped_nodes_in_the_record(void)
 {
     static const struct rdzv_limits lim = RDZV_LIMITS_DEFAULT;
@@ -222,6 +223,10 @@ static void test_stopped_nodes_in_the_record(void)
     memcpy(at + 20, ",\"b\"", 4);
     ASSERT_OK(rdzvd_store_set(t, "job/s", 5, text, strlen(text)));
     ASSERT_EQ(rdzvd_job_record_get(t, "s", &got), -EBADMSG);
+    rec = (struct rdzvd_job_record){.min = 1, .max = 2, .generation = 1, .running = true,
+                                    .nnodes = 3, .world_size = 3}; /* more nodes than MAX */
+    snprintf(rec.run_id, sizeof(rec.run_id), "s");
+    ASSERT_EQ(rdzvd_job_record_put(t, &rec), -EINVAL);
     rdzvd_store_free(t);
 }
 
