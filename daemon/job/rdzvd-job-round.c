@@ -142,6 +142,47 @@ void rdzvd_job_store_failed(struct rdzvd_job *j, int err)
     rdzvd_job_end(j, "failed", 1, why);
 }
 
+/* The wait for the nodes of the generation stopped is over (W2). */
+static void stopped_wait_over(struct rdzvd_job *j)
+{
+    free(j->stopped_wait);
+    j->stopped_wait = NULL;
+    j->n_stopped_wait = 0;
+}
+
+/* W2: of the *n nodes of the generation stopped that the job restored from its record waits
+ * for, how many are back as members ready for the round (their workers stopped). */
+static int64_t stopped_back(const struct rdzvd_job *j, int64_t *n)
+{
+    const struct rdzvd_member *m;
+    int64_t back = 0;
+
+    *n = 0;
+    for (int64_t i = 0; j->stopped_wait && i < j->n_stopped_wait; i++) {
+        if (!j->stopped_wait[i][0])
+            continue;
+        ++*n;
+        back += (m = rdzvd_member_index_find(&j->by_id, j->stopped_wait[i])) && m->ready;
+    }
+    return back;
+}
+
+/* W2: the restored job waits for them while its rebuild window runs: true while one is not
+ * back. Once all are, or the window's timer is gone, the wait is over. */
+static bool stopped_waiting(struct rdzvd_job *j)
+{
+    int64_t n;
+
+    if (!j->stopped_wait)
+        return false;
+    if (j->timer_armed && j->timer_kind == T_REBUILD && stopped_back(j, &n) < n)
+        return true;
+    stopped_wait_over(j);
+    if (j->timer_armed && j->timer_kind == T_REBUILD)
+        rdzvd_job_timer_stop(j);
+    return false;
+}
+
 /* Close the round over the ready members (bench: but those that never ran in the job):
  * previous node ranks kept where possible, then requested ranks, then join order; compacted to
  * 0..n-1; spares beyond max wait. Asks for the generation's store and NCCL ids. */
@@ -220,9 +261,7 @@ static void close_round(struct rdzvd_job *j, bool bench)
         return; /* cannot be: its callers checked FORMING (logged) */
     free(j->rebuilt_nodes);
     j->rebuilt_nodes = NULL;
-    free(j->stopped_wait); /* their wait over (W2): each took its place, or another */
-    j->stopped_wait = NULL;
-    j->n_stopped_wait = 0;
+    stopped_wait_over(j); /* each took its place, or another did */
     j->round.nnodes = rank; /* the move cleared the round, and gave it its generation */
     j->round.world_size = offset;
     if (j->nmembers > rank)
@@ -258,34 +297,6 @@ void rdzvd_job_ask_rank0(struct rdzvd_job *j, int64_t want, bool store)
 /* In FORMING: close the round if it is time, else make sure the right timer runs. After a
  * restart (generation > 0) the round closes as soon as every member is ready and there are
  * enough of them; the first round waits for max, or last call after min. */
-/* The wait for the nodes of the generation stopped is over (W2). */
-static void stopped_wait_over(struct rdzvd_job *j)
-{
-    free(j->stopped_wait);
-    j->stopped_wait = NULL;
-    j->n_stopped_wait = 0;
-}
-
-/* W2: the job restored from its record waits for the nodes of the generation that stopped,
- * while its rebuild window runs: true while one is not back as a member ready for the round
- * (its workers stopped). Once all are, or the window's timer is gone, the wait is over. */
-static bool stopped_waiting(struct rdzvd_job *j)
-{
-    const struct rdzvd_member *m;
-
-    if (!j->stopped_wait)
-        return false;
-    for (int64_t i = 0; j->timer_armed && j->timer_kind == T_REBUILD && i < j->n_stopped_wait;
-         i++)
-        if (j->stopped_wait[i][0] &&
-            (!(m = rdzvd_member_index_find(&j->by_id, j->stopped_wait[i])) || !m->ready))
-            return true;
-    stopped_wait_over(j);
-    if (j->timer_armed && j->timer_kind == T_REBUILD)
-        rdzvd_job_timer_stop(j);
-    return false;
-}
-
 void rdzvd_job_try_close(struct rdzvd_job *j)
 {
     int64_t ready = j->nready, members = j->nmembers;
@@ -504,14 +515,8 @@ void rdzvd_job_fired(struct rdzvd_job *j)
     } else if (j->state == JOB_FORMING && j->timer_kind == T_BACKOFF) {
         rdzvd_job_try_close(j);
     } else if (j->state == JOB_FORMING && j->timer_kind == T_REBUILD) {
-        int64_t back = 0, n = 0;
-        const struct rdzvd_member *m;
+        int64_t n, back = stopped_back(j, &n);
 
-        for (int64_t i = 0; j->stopped_wait && i < j->n_stopped_wait; i++) {
-            n += j->stopped_wait[i][0] != '\0';
-            back += j->stopped_wait[i][0] &&
-                    (m = rdzvd_member_index_find(&j->by_id, j->stopped_wait[i])) && m->ready;
-        }
         rdzvd_job_note(j, true, "%" PRId64 " of the %" PRId64 " nodes of generation %" PRIu64
                        " were not back, their workers stopped, within the rebuild window after "
                        "rdzvd restarted (or its leader changed): the next round forms without "
