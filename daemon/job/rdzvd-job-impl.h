@@ -529,6 +529,9 @@ void rdzvd_member_check_stall(struct rdzvd_member *m);
 void rdzvd_member_mark_stall(struct rdzvd_member *m);
 /* Every member of the stopped generation is ready: form the next one (or end a cancelled job). */
 void rdzvd_job_check_stopped(struct rdzvd_job *j);
+/* W2: of the *n nodes of the generation stopped that the job restored from its record waits
+ * for, how many are back as members ready for the round (their workers stopped). */
+int64_t rdzvd_job_stopped_back(const struct rdzvd_job *j, int64_t *n);
 /* j, stopping and cancelled, stops now: every member counts as stopped (rdzvd_job_check_stopped
  * then ends it). */
 void rdzvd_job_stop_now(struct rdzvd_job *j);

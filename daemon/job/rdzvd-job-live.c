@@ -137,31 +137,3 @@ uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m)
     }
     return m->job->generation;
 }
-
-void rdzvd_member_wait(const struct rdzvd_member *m, struct rdzv_wait *w)
-{
-    const struct rdzvd_job *j = m->job;
-    int64_t left = j->timer_armed ? (int64_t)rdzvd_job_timer_due_in(j) : -1;
-
-    memset(w, 0, sizeof(*w));
-    w->left_ms = -1;
-    if (j->timer_armed && j->timer_kind == T_BACKOFF) {
-        w->what = RDZV_WAIT_BACKOFF;
-        w->left_ms = left;
-    } else if (j->state == JOB_RUNNING && j->rebuilt && j->timer_armed &&
-               j->timer_kind == T_REBUILD) {
-        w->what = RDZV_WAIT_REBUILD;
-        w->nodes = j->nin_round;
-        w->need = j->round.nnodes;
-        w->left_ms = left;
-    } else if (j->state == JOB_FORMING) {
-        w->what = RDZV_WAIT_NODES;
-        w->nodes = j->nready;
-        w->need = j->min;
-        w->max = j->max;
-        if (j->timer_armed && j->timer_kind == T_JOIN)
-            w->left_ms = left;
-    }
-    if (w->left_ms > RDZV_WAIT_LEFT_MAX_MS)
-        w->left_ms = RDZV_WAIT_LEFT_MAX_MS;
-}

@@ -2,8 +2,8 @@
 /* rdzvd-job-round.c: a generation's life. Members get ready; the round closes over the ready ones
  * (the others wait as spares); node rank 0 is asked for the NCCL ids, the generation's store
  * opens, and the ROUNDs go out. A restart stops the generation everywhere, after a backoff,
- * and the next one forms once every member is ready again. The job's timer: what each of its
- * deadlines does when it runs out. */
+ * and the next one forms once every member is ready again. What the job waits for, as its
+ * agents are told. The job's timer: what each of its deadlines does when it runs out. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -150,9 +150,7 @@ static void stopped_wait_over(struct rdzvd_job *j)
     j->n_stopped_wait = 0;
 }
 
-/* W2: of the *n nodes of the generation stopped that the job restored from its record waits
- * for, how many are back as members ready for the round (their workers stopped). */
-static int64_t stopped_back(const struct rdzvd_job *j, int64_t *n)
+int64_t rdzvd_job_stopped_back(const struct rdzvd_job *j, int64_t *n)
 {
     const struct rdzvd_member *m;
     int64_t back = 0;
@@ -167,6 +165,40 @@ static int64_t stopped_back(const struct rdzvd_job *j, int64_t *n)
     return back;
 }
 
+void rdzvd_member_wait(const struct rdzvd_member *m, struct rdzv_wait *w)
+{
+    const struct rdzvd_job *j = m->job;
+    int64_t left = j->timer_armed ? (int64_t)rdzvd_job_timer_due_in(j) : -1;
+
+    memset(w, 0, sizeof(*w));
+    w->left_ms = -1;
+    if (j->timer_armed && j->timer_kind == T_BACKOFF) {
+        w->what = RDZV_WAIT_BACKOFF;
+        w->left_ms = left;
+    } else if (j->state == JOB_RUNNING && j->rebuilt && j->timer_armed &&
+               j->timer_kind == T_REBUILD) {
+        w->what = RDZV_WAIT_REBUILD;
+        w->nodes = j->nin_round;
+        w->need = j->round.nnodes;
+        w->left_ms = left;
+    } else if (j->state == JOB_FORMING && j->stopped_wait && j->timer_armed &&
+               j->timer_kind == T_REBUILD) {
+        /* W2: the stopped generation's nodes coming back, as a rebuilt generation's. */
+        w->what = RDZV_WAIT_REBUILD;
+        w->nodes = rdzvd_job_stopped_back(j, &w->need);
+        w->left_ms = left;
+    } else if (j->state == JOB_FORMING) {
+        w->what = RDZV_WAIT_NODES;
+        w->nodes = j->nready;
+        w->need = j->min;
+        w->max = j->max;
+        if (j->timer_armed && j->timer_kind == T_JOIN)
+            w->left_ms = left;
+    }
+    if (w->left_ms > RDZV_WAIT_LEFT_MAX_MS)
+        w->left_ms = RDZV_WAIT_LEFT_MAX_MS;
+}
+
 /* W2: the restored job waits for them while its rebuild window runs: true while one is not
  * back. Once all are, or the window's timer is gone, the wait is over. */
 static bool stopped_waiting(struct rdzvd_job *j)
@@ -175,7 +207,7 @@ static bool stopped_waiting(struct rdzvd_job *j)
 
     if (!j->stopped_wait)
         return false;
-    if (j->timer_armed && j->timer_kind == T_REBUILD && stopped_back(j, &n) < n)
+    if (j->timer_armed && j->timer_kind == T_REBUILD && rdzvd_job_stopped_back(j, &n) < n)
         return true;
     stopped_wait_over(j);
     if (j->timer_armed && j->timer_kind == T_REBUILD)
@@ -515,7 +547,7 @@ void rdzvd_job_fired(struct rdzvd_job *j)
     } else if (j->state == JOB_FORMING && j->timer_kind == T_BACKOFF) {
         rdzvd_job_try_close(j);
     } else if (j->state == JOB_FORMING && j->timer_kind == T_REBUILD) {
-        int64_t n, back = stopped_back(j, &n);
+        int64_t n, back = rdzvd_job_stopped_back(j, &n);
 
         rdzvd_job_note(j, true, "%" PRId64 " of the %" PRId64 " nodes of generation %" PRIu64
                        " were not back, their workers stopped, within the rebuild window after "

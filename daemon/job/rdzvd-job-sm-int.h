@@ -77,8 +77,9 @@ const char *rdzvd_member_run_id(const struct rdzvd_member *m);
 /* HEARTBEAT: re-arms m's deadline; returns the job's generation for the answer. */
 uint64_t rdzvd_member_heartbeat(struct rdzvd_member *m);
 /* What m's job waits for now, for the HEARTBEAT's answer (1.15): forming (nodes joined of its
- * --nnodes, the join timeout's time left), a rebuilt generation's nodes coming back (the
- * window's time left), a restart's backoff; RDZVD_WAIT_NONE (w zeroed) when it runs. */
+ * --nnodes, the join timeout's time left), a rebuilt or restored stopped generation's nodes
+ * coming back (the window's time left), a restart's backoff; RDZVD_WAIT_NONE (w zeroed) when
+ * it runs (rdzvd-job-round.c). */
 void rdzvd_member_wait(const struct rdzvd_member *m, struct rdzv_wait *w);
 /* Another agent of m's job joined since under m's host name: the warning for m's agent (1.17,
  * HEARTBEAT's answer) into buf, once. false when there is none to give. */

@@ -114,6 +114,13 @@ static void test_stopped_generation_waits_for_its_nodes(void)
     stopped_then_restart(&r, false);
     back(e, f, 0, N - 1);
     ASSERT_EQ(f[0].nrounds, 1);
+    {
+        struct rdzv_wait w; /* what the agents are told: 3 of the 4 nodes back */
+
+        jt_wait(f[0].m, &w);
+        ASSERT_TRUE(w.what == RDZV_WAIT_REBUILD && w.nodes == N - 1 && w.need == N);
+        ASSERT_TRUE(w.left_ms > 0);
+    }
     back(e, f, N - 1, N);
     beat(e, f, N, 20);
     for (int i = 0; i < N; i++) {
