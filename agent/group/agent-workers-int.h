@@ -25,11 +25,16 @@
 #include <uv.h>
 
 #include "common/rdzv-buf.h"
+#include "proto/rdzv-worker.h"
 #include "agent/group/agent-cgroup.h"
 #include "agent/group/agent-cmd.h"
 #include "agent/group/agent-env.h"
 #include "agent/group/agent-reaper.h"
 #include "agent/group/agent-workers.h"
+
+/* A progress line's buffer: the longest line (an error line's, RDZV_PROGRESS_ERROR_LINE_MAX
+ * bytes), its newline and a NUL. Longer lines are ignored. */
+#define AGENT_PROGRESS_LINE (RDZV_PROGRESS_ERROR_LINE_MAX + 2)
 
 enum group_state {
     GROUP_IDLE,     /* no start active: every worker handle is closed */

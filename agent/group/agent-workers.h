@@ -28,8 +28,6 @@ struct agent_group;
 #define AGENT_FLUSH_MS 5000 /* agent_group_free(): time left to queued relay output */
 #define AGENT_ERROR_MAX 255 /* agent_group_worker_error(): a line cut past this many bytes */
 #define AGENT_PROGRESS_FD 3 /* the progress channel's descriptor in each worker (cfg.progress) */
-/* Longer progress lines are ignored: RDZV_PROGRESS_ERROR_LINE_MAX + 1 (an error line's). */
-#define AGENT_PROGRESS_LINE 262
 #define AGENT_PROGRESS_WAIT_DIV 4 /* a blocked worker says "wait" this many times per timeout */
 #define AGENT_PROGRESS_WAIT_MAX 4 /* timeouts a "wait"ing worker may go without a step */
 /* --progress-timeout auto: after AGENT_PROGRESS_AUTO_WARMUP step times, a worker's timeout is

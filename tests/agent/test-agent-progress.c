@@ -5,6 +5,7 @@
  * and a stop from on_hang. This executable is also the reaper of the groups it makes. */
 #include "agent-fixture.h"
 #include "agent/session/agent-heartbeat.h"
+#include "proto/rdzv-worker.h"
 
 struct hangs {
     unsigned n;
@@ -481,6 +482,41 @@ static void test_done_python(void)
     unsetenv("PYTHONPATH");
 }
 
+/* Worker 0 dies of an error whose line is the longest the channel takes ("error " and
+ * RDZV_PROGRESS_ERROR_MAX bytes, as rdzv's hooks cut a long one); worker 1's line is a byte
+ * longer, ignored. Each exit's error is read while the group exists. */
+static char long_error[RDZV_PROGRESS_ERROR_MAX + 2];
+
+static void hook_check_long_error(struct fx *f)
+{
+    ASSERT_EQ(strlen(agent_group_worker_error(f->g, 0)), RDZV_PROGRESS_ERROR_MAX);
+    ASSERT_EQ(strncmp(agent_group_worker_error(f->g, 0), long_error, RDZV_PROGRESS_ERROR_MAX), 0);
+    ASSERT_EQ(agent_group_worker_error(f->g, 1)[0], '\0');
+    agent_group_free(f->g, fx_free_done, f);
+}
+
+static void test_error_line_of_the_longest_text(void)
+{
+    char max_line[sizeof(long_error) + 32], over_line[sizeof(long_error) + 32];
+    char *argv[] = {HELPER, max_line, over_line, "exit=1", NULL};
+    struct hangs h;
+    struct fx f;
+
+    memset(long_error, 'E', sizeof(long_error) - 1);
+    long_error[sizeof(long_error) - 1] = '\0';
+    snprintf(max_line, sizeof(max_line), "r0:progress-raw=error %.*s", RDZV_PROGRESS_ERROR_MAX,
+             long_error);
+    snprintf(over_line, sizeof(over_line), "r1:progress-raw=error %s", long_error);
+    fx_init(&f, 2, argv);
+    fx_progress(&f, &h, 0, 0);
+    f.on_all = hook_check_long_error;
+    fx_start(&f);
+    fx_run_finish(&f);
+    ASSERT_EQ(f.n_all, 1);
+    ASSERT_EQ(f.status[0], 1);
+    fx_done(&f);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--reaper") == 0)
@@ -488,6 +524,7 @@ int main(int argc, char **argv)
     proc_setup("test-agent-progress");
     fx_setup_process();
     TEST(test_progress_reports);
+    TEST(test_error_line_of_the_longest_text);
     TEST(test_progress_compute);
     TEST(test_progress_compute_mean);
     TEST(test_progress_compute_stopped);
