@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "proto/rdzv-gpu.h"
+#include "proto/rdzv-preflight.h"
 
 struct rdzv_buf;
 
@@ -64,7 +65,6 @@ struct rdzv_buf;
 /* The network pre-flight (1.23, docs/design/preflight.md). */
 #define RDZV_PF_TOKEN_HEX 32     /* a link check's token: 16 bytes as lowercase hex */
 #define RDZV_PF_BOUND_MAX_MS 10000 /* PREFLIGHT bound_ms: 1..this */
-#define RDZV_PF_MBPS_MAX 1e7     /* PREFLIGHT_REPORT: a figure of at most 10 TB/s */
 #define RDZV_PF_ID_MAX 9007199254740991LL
 
 /* JOIN "preflight" (1.23, sent with --preflight net): where this agent's link check listens

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #define RDZV_PF_UNREACHABLE (-1.0)    /* a figure: the link did not connect or finish */
+#define RDZV_PF_MBPS_MAX 1e7          /* a figure: at most 10 TB/s (PREFLIGHT_REPORT's bound) */
 #define RDZV_PF_FRACTION_DEFAULT 0.25 /* slow: below a quarter of the job's median */
 #define RDZV_PF_NODE_LINKS 4          /* links per node over both rounds: at most 3 are made */
 

@@ -3,10 +3,12 @@
 #include "agent/preflight/agent-preflight.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/rdzv-log.h"
 #include "common/rdzv-util.h"
 #include "proto/rdzv-preflight.h"
 
@@ -549,8 +551,19 @@ static void probe_report(struct agent_pf_probe *p, const char *d, size_t n)
     }
     memcpy(p->report + p->have, d, n);
     p->have += n;
-    if (p->have == REPORT_LEN)
-        probe_way_done(p, mbps(rdzv_get_u64(p->report), rdzv_get_u64(p->report + 8)));
+    if (p->have < REPORT_LEN)
+        return;
+    uint64_t bytes = rdzv_get_u64(p->report), us = rdzv_get_u64(p->report + 8);
+    double figure = mbps(bytes, us);
+
+    /* The peer's claim: no more bytes than this probe sent, no figure past the wire's bound. */
+    if (bytes > p->pump.sent || !(figure <= RDZV_PF_MBPS_MAX)) {
+        log_warn("network pre-flight: the peer's listener claims %" PRIu64 " bytes in %" PRIu64
+                 " us (this probe sent %" PRIu64 "): the way counts as unreachable",
+                 bytes, us, p->pump.sent);
+        figure = RDZV_PF_UNREACHABLE;
+    }
+    probe_way_done(p, figure);
 }
 
 static void probe_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)

@@ -1,12 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* test-agent-preflight.c: the network pre-flight's link check (agent/preflight/) on loopback:
  * a probe's figures, a wrong token, a closed port and a silent peer (unreachable, each within
- * its bound), a listener that starts late (measured: the probe connects again), a stranger
+ * its bound), a listener that starts late (measured: the probe connects again), a listener's
+ * impossible claim (unreachable), a stranger
  * closed within the hello's bound, a connection's life after its hello, a probe cancelled and a
  * listener closed with connections open (every handle closed after). */
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "agent/preflight/agent-preflight.h"
+#include "common/rdzv-util.h"
 #include "proto/rdzv-preflight.h"
 #include "tests/tap.h"
 
@@ -148,6 +154,64 @@ static void test_a_closed_port_and_a_silent_peer_are_unreachable(void)
     ASSERT_TRUE(got.down == RDZV_PF_UNREACHABLE);
     ASSERT_TRUE(dt >= 0.29 && dt < 2.0);
     uv_close((uv_handle_t *)&silent, NULL);
+    drain(NULL);
+}
+
+/* A lying peer's listener, on blocking sockets in a thread: it holds the token, sends the 'D'
+ * way's bytes, and on the 'U' way claims UINT64_MAX bytes in 1 us after the first chunk. */
+static void *liar(void *arg)
+{
+    static char buf[AGENT_PF_CHUNK];
+    int ls = *(int *)arg;
+
+    for (int k = 0; k < 2; k++) {
+        uint8_t hello[AGENT_PF_HELLO_LEN], report[16];
+        size_t have = 0;
+        int c = accept(ls, NULL, NULL);
+        ssize_t n;
+
+        ASSERT_TRUE(c >= 0);
+        while (have < sizeof(hello) && (n = read(c, hello + have, sizeof(hello) - have)) > 0)
+            have += (size_t)n;
+        ASSERT_EQ(have, sizeof(hello));
+        if (hello[AGENT_PF_HELLO_LEN - 1] == 'D') {
+            for (size_t sent = 0; sent <= AGENT_PF_BYTES; sent += sizeof(buf))
+                if (write(c, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+                    break;
+            while (read(c, buf, sizeof(buf)) > 0) /* till the probe closes */
+                ;
+        } else {
+            ASSERT_TRUE(read(c, buf, sizeof(buf)) > 0);
+            rdzv_set_u64(report, UINT64_MAX);
+            rdzv_set_u64(report + 8, 1);
+            ASSERT_EQ(write(c, report, sizeof(report)), (ssize_t)sizeof(report));
+            while (read(c, buf, sizeof(buf)) > 0) /* till the probe closes */
+                ;
+        }
+        close(c);
+    }
+    return NULL;
+}
+
+/* A peer's listener that claims more bytes than the probe sent, faster than any figure may be:
+ * that way counts as unreachable (rdzvd would refuse the figure, and the agent with it). */
+static void test_a_listeners_impossible_claim_is_unreachable(void)
+{
+    struct sockaddr_in sa = loopback(0);
+    socklen_t len = sizeof(sa);
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    pthread_t t;
+
+    ASSERT_TRUE(ls >= 0);
+    ASSERT_OK(bind(ls, (struct sockaddr *)&sa, sizeof(sa)));
+    ASSERT_OK(listen(ls, 4));
+    ASSERT_OK(getsockname(ls, (struct sockaddr *)&sa, &len));
+    ASSERT_OK(pthread_create(&t, NULL, liar, &ls));
+    probe(ntohs(sa.sin_port), token, 0);
+    ASSERT_TRUE(got.down > 10);
+    ASSERT_TRUE(got.up == RDZV_PF_UNREACHABLE);
+    ASSERT_OK(pthread_join(t, NULL));
+    close(ls);
     drain(NULL);
 }
 
@@ -313,6 +377,7 @@ int main(void)
     TEST(test_a_wrong_token_is_unreachable_at_once);
     TEST(test_a_listener_that_starts_late_is_measured);
     TEST(test_a_closed_port_and_a_silent_peer_are_unreachable);
+    TEST(test_a_listeners_impossible_claim_is_unreachable);
     TEST(test_a_silent_stranger_is_closed_within_the_hello_bound);
     TEST(test_a_connection_lives_at_most_the_bound_after_its_hello);
     TEST(test_cancel_and_close_mid_way);
