@@ -88,12 +88,15 @@ static int node_add(struct rdzv_pf_node *nd, uint32_t peer, double mbps)
     return 0;
 }
 
-/* The upper median of the nodes' fastest links of round 1 (links not round2), over the nodes
- * that reached a peer in it (0 if none): a node whose every link is unreachable has no figure,
- * and does not pull the yardstick to 0. Round 2's links run fewer at a time, so where the links
- * share CPUs (one machine, a busy host) they measure faster, and would raise the yardstick. */
-static int median_of_round1(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks,
-                            double *ret)
+/* The upper median of the nodes' fastest links, over the nodes that have one (0 if none): a node
+ * whose every link is unreachable has no figure, and does not pull the yardstick to 0.
+ * Round 1's (probers false): each link of round 1 for both of its nodes. Round 2's links run
+ * fewer at a time, so where the links share CPUs (one machine, a busy host) they measure faster,
+ * and would raise the yardstick. The probers' (probers true): each link of both rounds for its
+ * prober only. A link's figures are its prober's report, so each node gives one figure here, its
+ * own. */
+static int median_of_best(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks,
+                          bool probers, double *ret)
 {
     double *best = malloc((n ? n : 1) * sizeof(*best));
     size_t m = 0;
@@ -105,11 +108,11 @@ static int median_of_round1(uint32_t n, const struct rdzv_pf_link *links, size_t
     for (size_t i = 0; i < nlinks; i++) {
         double mbps = rdzv_pf_link_mbps(&links[i]);
 
-        if (links[i].round2 || links[i].confirm)
+        if (links[i].confirm || (links[i].round2 && !probers))
             continue;
         if (mbps > best[links[i].a])
             best[links[i].a] = mbps;
-        if (mbps > best[links[i].b])
+        if (!probers && mbps > best[links[i].b])
             best[links[i].b] = mbps;
     }
     for (uint32_t i = 0; i < n; i++)
@@ -146,7 +149,7 @@ static void confirm_clear(uint32_t n, const struct rdzv_pf_link *links, size_t n
 int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, double fraction,
                   struct rdzv_pf_node *nodes, double *median)
 {
-    double med, threshold;
+    double med, own, threshold;
     int r;
 
     if (!(fraction > 0 && fraction < 1))
@@ -164,8 +167,14 @@ int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, d
             (r = node_add(&nodes[l->b], l->a, mbps)) < 0)
             return r;
     }
-    if ((r = median_of_round1(n, links, nlinks, &med)) < 0)
+    if ((r = median_of_best(n, links, nlinks, false, &med)) < 0 ||
+        (r = median_of_best(n, links, nlinks, true, &own)) < 0)
         return r;
+    /* A prober's report raises two nodes' fastest links, its own and its peer's: in a job of
+     * four, half of round 1's. The probers' median takes one figure from each, so a node that
+     * claims a fast link moves it no more than any one node. */
+    if (own > 0 && own < med)
+        med = own;
     if (median)
         *median = med;
     threshold = fraction * med;
