@@ -195,8 +195,8 @@ struct rdzvd_job {
     struct rdzvd_job_record_node *rebuilt_nodes;
     /* The node ids of the generation that stopped before the job was restored from its record
      * (n_stopped_wait of them, by node rank, "" where none; owned), or NULL: the next round
-     * waits for them until they are all back or the rebuild window ends (W2). Each comes back
-     * a newcomer, as any node that left (P8c). */
+     * waits for them until they are all back or the rebuild window ends, and for the READY of
+     * each back (W2). Each comes back a newcomer, as any node that left (P8c). */
     char (*stopped_wait)[RDZV_ID_MAX + 1];
     int64_t n_stopped_wait;
     bool shutting_down; /* host shutdown: keep the store's journal and the record */
@@ -529,9 +529,6 @@ void rdzvd_member_check_stall(struct rdzvd_member *m);
 void rdzvd_member_mark_stall(struct rdzvd_member *m);
 /* Every member of the stopped generation is ready: form the next one (or end a cancelled job). */
 void rdzvd_job_check_stopped(struct rdzvd_job *j);
-/* W2: of the *n nodes of the generation stopped that the job restored from its record waits
- * for, how many are back as members ready for the round (their workers stopped). */
-int64_t rdzvd_job_stopped_back(const struct rdzvd_job *j, int64_t *n);
 /* j, stopping and cancelled, stops now: every member counts as stopped (rdzvd_job_check_stopped
  * then ends it). */
 void rdzvd_job_stop_now(struct rdzvd_job *j);

@@ -154,9 +154,9 @@ struct rdzvd_job_record {
     /* WAITING only: since when (rdzvd's wall clock, unix ms) none of its agents is connected;
      * 0: one is back. */
     int64_t waiting_since_ms;
-    /* WAITING only: its last agent left now, as rdzvd ran (not a job found waiting in its
-     * record at a start or an election): the record drops its stopped_nodes (W2). In the
-     * decision as "left", which an rdzvd that predates it skips. */
+    /* WAITING only ("left"): the record drops its stopped_nodes (W2). No rdzvd decides it any
+     * more: agents whose connections all closed may be reconnecting. Applied as written, so
+     * that a journal or a leader that holds one replays alike. */
     bool agents_left;
     /* ENDED only: how the job ended, kept when has_end (a job that never formed, forgotten
      * with its last member, has none). */

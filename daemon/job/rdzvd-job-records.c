@@ -385,16 +385,15 @@ void rdzvd_member_forget(struct rdzvd_member *m)
 }
 
 /* WAITING for run_id in h's job table (since: unix ms; 0: an agent is back): 0, or a negative
- * errno. */
-static int decide_waiting(const struct rdzvd_job_host *h, const char *run_id, int64_t since,
-                          bool left)
+ * errno. It never says "left": the agents of a job whose connections all closed may be
+ * reconnecting, so a STOPPED record keeps its nodes (W2). */
+static int decide_waiting(const struct rdzvd_job_host *h, const char *run_id, int64_t since)
 {
     struct rdzvd_job_record rec = {.generation = 0};
     int r;
 
     snprintf(rec.run_id, sizeof(rec.run_id), "%s", run_id);
     rec.waiting_since_ms = since;
-    rec.agents_left = left;
     r = rdzvd_job_host_decide(h, h->record_table, RDZVD_DECIDE_WAITING, &rec);
     if (r < 0)
         log_warn_errno(r, since ? "job=%s cannot record since when it waits for its agents: a "
@@ -409,14 +408,13 @@ static int decide_waiting(const struct rdzvd_job_host *h, const char *run_id, in
 void rdzvd_job_save_back(struct rdzvd_job *j)
 {
     if (j->host.record_table && rdzvd_job_waiting_since(j->host.record_table, j->run_id))
-        (void)decide_waiting(&j->host, j->run_id, 0, false);
+        (void)decide_waiting(&j->host, j->run_id, 0);
 }
 
 void rdzvd_job_save_leaving(struct rdzvd_job *j)
 {
     if (j->host.record_table)
-        (void)decide_waiting(&j->host, j->run_id, (int64_t)(rdzvd_job_wall_s(&j->host) * 1000),
-                             !j->stopped_wait); /* a wait for them under way: still coming */
+        (void)decide_waiting(&j->host, j->run_id, (int64_t)(rdzvd_job_wall_s(&j->host) * 1000));
 }
 
 uint64_t rdzvd_jobs_waiting_since(const struct rdzvd_job_host *h, const char *run_id,
@@ -431,7 +429,7 @@ uint64_t rdzvd_jobs_waiting_since(const struct rdzvd_job_host *h, const char *ru
         return ago < now_ms ? now_ms - ago : 1;
     }
     if (h->record_table)
-        (void)decide_waiting(h, run_id, since_wall < 1 ? 1 : since_wall, false);
+        (void)decide_waiting(h, run_id, since_wall < 1 ? 1 : since_wall);
     return since_ms;
 }
 
@@ -1214,8 +1212,8 @@ static int apply_decided(struct rdzvd_store *t, void *ud)
             rdzvd_store_get(t, key, table_key(d->rec.run_id, key, sizeof(key)), &val, &vlen) < 0)
             return 1;
         r = waiting_decide(t, d->rec.run_id, d->rec.waiting_since_ms);
-        /* Its agents all left: nobody of the generation stopped is coming back (W2). Not
-         * dropped (no room): a restored job waits its window for them, nothing worse. */
+        /* "left" (decided by no rdzvd now, replayed alike): the record drops its stopped
+         * nodes. Not dropped (no room): a restored job waits its window for them. */
         if (r >= 0 && d->rec.agents_left && rdzvd_job_record_get(t, d->rec.run_id, &cur) == 0) {
             if (cur.n_stopped) {
                 free(cur.stopped);

@@ -150,17 +150,25 @@ static void stopped_wait_over(struct rdzvd_job *j)
     j->n_stopped_wait = 0;
 }
 
-int64_t rdzvd_job_stopped_back(const struct rdzvd_job *j, int64_t *n)
+/* W2: of the *n nodes of the generation stopped that the job restored from its record waits
+ * for, how many are back as members ready for the round (their workers stopped); *stopping of
+ * the others are back, connected, with their workers still stopping. With blank, the ids of
+ * those not back at all are blanked: none is waited for any more. */
+static int64_t stopped_back(struct rdzvd_job *j, int64_t *n, int64_t *stopping, bool blank)
 {
     const struct rdzvd_member *m;
     int64_t back = 0;
 
-    *n = 0;
+    *n = *stopping = 0;
     for (int64_t i = 0; j->stopped_wait && i < j->n_stopped_wait; i++) {
         if (!j->stopped_wait[i][0])
             continue;
         ++*n;
-        back += (m = rdzvd_member_index_find(&j->by_id, j->stopped_wait[i])) && m->ready;
+        m = rdzvd_member_index_find(&j->by_id, j->stopped_wait[i]);
+        back += m && m->ready;
+        *stopping += m && !m->ready && m->peer && !m->away; /* its agent will answer */
+        if (!m && blank)
+            j->stopped_wait[i][0] = '\0';
     }
     return back;
 }
@@ -181,12 +189,15 @@ void rdzvd_member_wait(const struct rdzvd_member *m, struct rdzv_wait *w)
         w->nodes = j->nin_round;
         w->need = j->round.nnodes;
         w->left_ms = left;
-    } else if (j->state == JOB_FORMING && j->stopped_wait && j->timer_armed &&
-               j->timer_kind == T_REBUILD) {
-        /* W2: the stopped generation's nodes coming back, as a rebuilt generation's. */
+    } else if (j->state == JOB_FORMING && j->stopped_wait) {
+        /* W2: the stopped generation's nodes coming back, as a rebuilt generation's; once the
+         * window is over, those back whose workers still stop (no time left). */
+        int64_t stopping;
+
         w->what = RDZV_WAIT_REBUILD;
-        w->nodes = rdzvd_job_stopped_back(j, &w->need);
-        w->left_ms = left;
+        w->nodes = stopped_back((struct rdzvd_job *)j, &w->need, &stopping, false);
+        if (j->timer_armed && j->timer_kind == T_REBUILD)
+            w->left_ms = left;
     } else if (j->state == JOB_FORMING) {
         w->what = RDZV_WAIT_NODES;
         w->nodes = j->nready;
@@ -200,14 +211,19 @@ void rdzvd_member_wait(const struct rdzvd_member *m, struct rdzv_wait *w)
 }
 
 /* W2: the restored job waits for them while its rebuild window runs: true while one is not
- * back. Once all are, or the window's timer is gone, the wait is over. */
+ * back. One back whose workers still stop is waited for as a stopping generation waits for its
+ * READY, past the window too. Once all are back and stopped, or the window is over and none
+ * back still stops, the wait is over. */
 static bool stopped_waiting(struct rdzvd_job *j)
 {
-    int64_t n;
+    int64_t n, stopping;
 
     if (!j->stopped_wait)
         return false;
-    if (j->timer_armed && j->timer_kind == T_REBUILD && rdzvd_job_stopped_back(j, &n) < n)
+    if (stopped_back(j, &n, &stopping, false) + stopping < n && j->timer_armed &&
+        j->timer_kind == T_REBUILD)
+        return true;
+    if (stopping > 0)
         return true;
     stopped_wait_over(j);
     if (j->timer_armed && j->timer_kind == T_REBUILD)
@@ -547,13 +563,13 @@ void rdzvd_job_fired(struct rdzvd_job *j)
     } else if (j->state == JOB_FORMING && j->timer_kind == T_BACKOFF) {
         rdzvd_job_try_close(j);
     } else if (j->state == JOB_FORMING && j->timer_kind == T_REBUILD) {
-        int64_t n, back = rdzvd_job_stopped_back(j, &n);
+        int64_t n, stopping, back = stopped_back(j, &n, &stopping, true);
 
         rdzvd_job_note(j, true, "%" PRId64 " of the %" PRId64 " nodes of generation %" PRIu64
-                       " were not back, their workers stopped, within the rebuild window after "
-                       "rdzvd restarted (or its leader changed): the next round forms without "
-                       "them", n - back, n, j->generation);
-        stopped_wait_over(j);
+                       " were not back within the rebuild window after rdzvd restarted (or its "
+                       "leader changed): the next round forms without them%s",
+                       n - back - stopping, n, j->generation,
+                       stopping ? ", once the workers of those back have stopped" : "");
         rdzvd_job_try_close(j);
     } else if (j->state == JOB_NCCL && j->timer_kind == T_NCCL) {
         struct rdzvd_member *m0 = rank0_member(j);

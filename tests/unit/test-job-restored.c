@@ -59,9 +59,9 @@ struct run {
 
 /* Generation 1 of four nodes (--nnodes 2:4) in a state directory of its own (r->fd); node 3's
  * worker fails, so the generation stops (its STOPPED record names the four, by node rank).
- * rdzvd restarts on that directory before any READY, or, when all_left, once every agent has
- * left. */
-static void stopped_then_restart(struct run *r, bool all_left)
+ * rdzvd restarts on that directory before any READY, or, when all_left, once every agent's
+ * connection has closed; or, with all_left and not restart, it goes on. */
+static void stopped_then(struct run *r, bool all_left, bool restart)
 {
     struct env *e = &r->e;
     struct fake *f = r->f;
@@ -86,11 +86,18 @@ static void stopped_then_restart(struct run *r, bool all_left)
     rdzvd_job_record_clear(&rec);
     for (int i = 0; all_left && i < N; i++)
         jt_gone(f[i].m);
+    if (!restart)
+        return;
     env_done(e);
     as_rdzvd(e, fd); /* rdzvd restarts on its state directory, */
     jt_rebuild(&e->h); /* and rebuilds its job table's jobs as it starts */
     for (int i = 0; i < N; i++)
         memcpy(e->secrets[i], secrets[i], sizeof(secrets[i]));
+}
+
+static void stopped_then_restart(struct run *r, bool all_left)
+{
+    stopped_then(r, all_left, true);
 }
 
 /* The end of a test of r: its rdzvd stops, its state directory goes. */
@@ -182,20 +189,60 @@ static void test_window_end_forms_without_a_node_not_back(void)
     run_done(&r);
 }
 
-/* A job whose agents had all left before rdzvd restarted (W1, waiting) waits for nobody: the
- * first two nodes back form generation 2. */
-static void test_a_job_whose_agents_all_left_waits_for_nobody(void)
+/* Every agent's connection closed as the generation stopped (a network blip), so the job left
+ * memory to wait in its record (W1). Its agents reconnect, with rdzvd restarted meanwhile or
+ * not: the first two back form nothing within the window; the last back forms generation 2 of
+ * all four. */
+static void test_agents_whose_connections_all_closed_are_waited_for(void)
 {
+    for (int restart = 0; restart < 2; restart++) {
+        static struct run r;
+        struct fake *f = r.f;
+        struct env *e = &r.e;
+
+        memset(&r, 0, sizeof(r));
+        stopped_then(&r, true, restart);
+        back(e, f, 0, 2);
+        run_ms(e, 10);
+        ASSERT_EQ(f[0].nrounds, 1);
+        back(e, f, 2, N);
+        beat(e, f, N, 20);
+        for (int i = 0; i < N; i++) {
+            ASSERT_EQ(f[i].round.generation, 2);
+            ASSERT_EQ(f[i].round.nnodes, N);
+        }
+        run_done(&r);
+    }
+}
+
+/* A node back whose workers take longer to stop than the rebuild window (a checkpoint written
+ * on SIGTERM) is waited for past the window, as a stopping generation waits for each READY;
+ * the node not back at all is not. */
+static void test_a_node_back_still_stopping_is_waited_for_past_the_window(void)
+{
+    struct rdzv_join jn = join4(2);
     static struct run r;
     struct fake *f = r.f;
     struct env *e = &r.e;
+    struct rdzv_wait w;
 
-    stopped_then_restart(&r, true);
+    stopped_then_restart(&r, false);
     back(e, f, 0, 2);
-    run_ms(e, 10); /* within the rebuild window it would wait */
-    ASSERT_EQ(f[0].nrounds, 2);
-    ASSERT_EQ(f[0].round.generation, 2);
-    ASSERT_EQ(f[0].round.nnodes, 2);
+    jn.resume = (struct rdzv_resume){.generation = 1, .node_rank = f[2].round.node_rank,
+                                     .nnodes = N, .rank_offset = f[2].round.rank_offset,
+                                     .world_size = f[2].round.world_size, .restart_count = 0,
+                                     .master_port = f[2].round.master_port};
+    ASSERT_OK(join(e, &f[2], &jn));
+    beat(e, f, N - 1, 50); /* the window, then the last call, run out: node 3 never came */
+    ASSERT_EQ(f[0].nrounds, 1);
+    jt_wait(f[0].m, &w); /* 2 of the 3 back ready, no time bound */
+    ASSERT_TRUE(w.what == RDZV_WAIT_REBUILD && w.nodes == 2 && w.need == 3 && w.left_ms == -1);
+    jt_ready(f[2].m, 1);
+    beat(e, f, N - 1, 20);
+    for (int i = 0; i < N - 1; i++) {
+        ASSERT_EQ(f[i].round.generation, 2);
+        ASSERT_EQ(f[i].round.nnodes, N - 1);
+    }
     run_done(&r);
 }
 
@@ -243,7 +290,8 @@ int main(void)
     TEST(test_stopped_generation_waits_for_its_nodes);
     TEST(test_an_early_leaver_and_a_node_stopping_keep_the_wait);
     TEST(test_window_end_forms_without_a_node_not_back);
-    TEST(test_a_job_whose_agents_all_left_waits_for_nobody);
+    TEST(test_agents_whose_connections_all_closed_are_waited_for);
+    TEST(test_a_node_back_still_stopping_is_waited_for_past_the_window);
     TEST(test_stopped_nodes_in_the_record);
     return tap_done();
 }
