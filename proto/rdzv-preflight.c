@@ -170,10 +170,11 @@ int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, d
     if ((r = median_of_best(n, links, nlinks, false, &med)) < 0 ||
         (r = median_of_best(n, links, nlinks, true, &own)) < 0)
         return r;
-    /* A prober's report raises two nodes' fastest links, its own and its peer's: in a job of
-     * four, half of round 1's. The probers' median takes one figure from each, so a node that
-     * claims a fast link moves it no more than any one node. */
-    if (own > 0 && own < med)
+    /* A prober's report raises two nodes' fastest links, its own and its peer's (a trio's
+     * head, three): up to RDZV_PF_SMALL_JOB nodes, that is the median of round 1. There the
+     * probers' median, one figure from each, bounds it. In a larger job round 1 has the
+     * majority, and round 2's probers, all suspects, would pull the probers' median down. */
+    if (n <= RDZV_PF_SMALL_JOB && own > 0 && own < med)
         med = own;
     if (median)
         *median = med;

@@ -236,6 +236,29 @@ static void test_a_fast_liar_convicts_nobody(void)
     tap_note[0] = 0;
 }
 
+/* A slow rack: a third of the nodes slow, two of them paired in round 1 (9 nodes: 0, 1 and the
+ * trio's last; 7: 2, 3 and the last). Every slow node is found: in a job past
+ * RDZV_PF_SMALL_JOB the median is round 1's, which the fine nodes hold. */
+static void test_a_third_of_the_nodes_slow_are_all_found(void)
+{
+    const uint32_t slow9[] = {0, 1, 8}, slow7[] = {2, 3, 6};
+
+    for (int k = 0; k < 2; k++) {
+        uint32_t n = k ? 7 : 9;
+        const uint32_t *slow = k ? slow7 : slow9;
+        struct sim s;
+
+        sim_init(&s, n);
+        for (int i = 0; i < 3; i++)
+            s.nic[slow[i]] = 0.1 * FAST;
+        snprintf(tap_note, sizeof(tap_note), "n %u", n);
+        ASSERT_EQ(run(&s, NULL), 3);
+        for (int i = 0; i < 3; i++)
+            ASSERT_TRUE(nodes[slow[i]].bad);
+    }
+    tap_note[0] = 0;
+}
+
 /* Two nodes of four on one host (their link ten times the others'): the other two are fine. */
 static void test_a_fast_pair_on_one_host_convicts_nobody(void)
 {
@@ -507,6 +530,7 @@ int main(void)
     TEST(test_a_liar_convicts_itself_not_its_peer);
     TEST(test_a_fast_liar_convicts_nobody);
     TEST(test_a_fast_pair_on_one_host_convicts_nobody);
+    TEST(test_a_third_of_the_nodes_slow_are_all_found);
     TEST(test_one_slow_link_to_a_fine_node_convicts_nobody);
     TEST(test_a_dead_link_does_not_zero_the_median);
     TEST(test_an_unreachable_link_between_fine_nodes_convicts_neither);
