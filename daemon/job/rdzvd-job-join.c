@@ -738,7 +738,10 @@ static int join_resume(struct join_req *q, struct rdzvd_job *j, void *peer)
         member_take_over(old, peer);
         *q->ret = old;
         rdzvd_member_send_joined(old, old->node_rank < 0, true);
-        if (j->state == JOB_STOPPING && old->stopping_gen == rs->generation && !old->ready) {
+        /* Its workers still stop (the job stops, or a restored one forms: W2): the EVENT it
+         * may have missed on the old connection, again. */
+        if ((j->state == JOB_STOPPING || j->state == JOB_FORMING) &&
+            old->stopping_gen == rs->generation && !old->ready) {
             struct rdzv_event e = {.type = "restart", .generation = rs->generation};
 
             snprintf(e.summary, sizeof(e.summary), "%s", j->last_cause);

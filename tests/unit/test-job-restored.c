@@ -217,10 +217,11 @@ static void test_agents_whose_connections_all_closed_are_waited_for(void)
 
 /* A node back whose workers take longer to stop than the rebuild window (a checkpoint written
  * on SIGTERM) is waited for past the window, as a stopping generation waits for each READY;
- * the node not back at all is not. */
+ * the node not back at all is not. Its agent back on a new connection is told to stop again. */
 static void test_a_node_back_still_stopping_is_waited_for_past_the_window(void)
 {
     struct rdzv_join jn = join4(2);
+    static struct fake again;
     static struct run r;
     struct fake *f = r.f;
     struct env *e = &r.e;
@@ -237,11 +238,18 @@ static void test_a_node_back_still_stopping_is_waited_for_past_the_window(void)
     ASSERT_EQ(f[0].nrounds, 1);
     jt_wait(f[0].m, &w); /* 2 of the 3 back ready, no time bound */
     ASSERT_TRUE(w.what == RDZV_WAIT_REBUILD && w.nodes == 2 && w.need == 3 && w.left_ms == -1);
-    jt_ready(f[2].m, 1);
+    /* Its agent, on a new connection (the old one's EVENT may be lost), is told again. */
+    ASSERT_OK(join(e, &again, &jn));
+    ASSERT_TRUE(f[2].closed);
+    ASSERT_TRUE(event_is(&again, "restart"));
+    ASSERT_EQ(again.event.generation, 1);
+    jt_ready(again.m, 1);
     beat(e, f, N - 1, 20);
     for (int i = 0; i < N - 1; i++) {
-        ASSERT_EQ(f[i].round.generation, 2);
-        ASSERT_EQ(f[i].round.nnodes, N - 1);
+        const struct fake *x = i == 2 ? &again : &f[i];
+
+        ASSERT_EQ(x->round.generation, 2);
+        ASSERT_EQ(x->round.nnodes, N - 1);
     }
     run_done(&r);
 }
