@@ -63,10 +63,18 @@ void agent_session_on_wait(struct agent_client *c, const struct rdzv_wait *w, vo
                      agent_endpoints_flag(&a->eps), ep->host, ep->port);
         break;
     case RDZV_WAIT_REBUILD:
+        /* No time left: the window is over, and the nodes back still stop their workers. */
+        if (w->left_ms < 0) {
+            log_warn("waiting for the workers of %" PRId64 " node(s) of job %s to stop: the "
+                     "next generation forms once they have (%" PRId64 " of %" PRId64 " stopped)",
+                     w->need - w->nodes, a->cfg.run_id, w->nodes, w->need);
+            break;
+        }
         left_text(w->left_ms, "before it goes on without the others", left, sizeof(left));
-        log_warn("waiting for the nodes of generation %" PRIu64 " to come back to rdzvd (it "
-                 "restarted, or its leader changed): %" PRId64 " of %" PRId64 " back%s",
-                 a->sm.round.generation, w->nodes, w->need, left);
+        log_warn("waiting for the nodes of job %s to come back to rdzvd (rdzvd restarted, its "
+                 "leader changed, or their connections closed): %" PRId64 " of %" PRId64
+                 " back%s",
+                 a->cfg.run_id, w->nodes, w->need, left);
         break;
     case RDZV_WAIT_BACKOFF:
         left_text(w->left_ms, "of the backoff", left, sizeof(left));
