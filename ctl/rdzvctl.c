@@ -439,6 +439,7 @@ static int run_status_watch(struct ctl *c, const struct watch *w, struct rdzvctl
             printf("\033[H\033[2J");
         else if (n > 1)
             printf("\n");
+        c->deadline_ms = c->timeout_ms ? rdzv_now_ms() + c->timeout_ms : 0; /* each view's */
         rc = status_once(c, false, &v);
         if (tty)
             printf("\n(every %.1f s; Ctrl-C to stop)\n", w->period_s);

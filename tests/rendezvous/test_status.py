@@ -496,6 +496,11 @@ class StatusTest(AgentTestCase):
         self.assertGreater(float(spark[-1][1]), 3)
         for _, now, peak in spark:  # the peak holds the rate now (issue 72, case 4)
             self.assertGreaterEqual(float(peak), float(now), p.stdout)
+        # --timeout bounds each view, not the whole watch: four views 0.4 s apart under 1 s.
+        p = subprocess.run([RDZVCTL, "-e", ep, "--timeout", "1", "status", "--watch", "0.4",
+                            "--count", "4"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.count("job timeline: running"), 4, p.stdout)
         for bad, msg in ((["--watch", "0"], "SEC must be 0.1 to 86400"),
                          (["--json", "--watch"], "do not go together"),
                          (["--count", "2"], "--count goes with --watch")):
