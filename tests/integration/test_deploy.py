@@ -53,7 +53,8 @@ REQUIRED = {
     "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes",
     "PrivateTmp": "yes", "PrivateDevices": "yes", "ProtectKernelTunables": "yes",
     "ProtectKernelModules": "yes", "ProtectControlGroups": "yes",
-    "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX", "RestrictNamespaces": "yes",
+    # AF_NETLINK: --peers reads this machine's addresses (getifaddrs uses a netlink socket).
+    "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX AF_NETLINK", "RestrictNamespaces": "yes",
     "LockPersonality": "yes", "MemoryDenyWriteExecute": "yes",
     "SystemCallFilter": "@system-service", "LimitNOFILE": "65536", "StateDirectory": "rdzvd",
     "Restart": "on-failure",
