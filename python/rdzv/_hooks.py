@@ -60,21 +60,30 @@ def install():
 
 class _TorchFinder:
     """Finds nothing itself: when torch is imported, its loader runs _torch_loaded() once
-    torch's own code has run. Then it leaves sys.meta_path."""
+    torch's own code has run. Then it leaves sys.meta_path. A lookup that imports nothing
+    (importlib.util.find_spec("torch"), as libraries do before they import torch) leaves it
+    in place for the import that follows."""
+
+    def __init__(self):
+        self._busy = False
 
     def find_spec(self, name, path=None, target=None):
-        if name != "torch":
+        if name != "torch" or self._busy:
             return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
         import importlib.util
-        spec = importlib.util.find_spec(name)
+        self._busy = True  # the lookup below asks the finders again, this one included
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._busy = False
         loader = getattr(spec, "loader", None)
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
         run = loader.exec_module
 
         def exec_module(module):
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
             try:
                 run(module)
             finally:

@@ -166,7 +166,37 @@ START_S = 120.0  # to import torch and train 5 steps, on a loaded machine
 EXIT_S = 15.0  # from "trained" to the exit
 
 
+# rdzv-agent's hooks installed, then a library looks for torch before the script imports it
+# (transformers, accelerate and datasets call importlib.util.find_spec("torch") as they load):
+# the optimizer's steps are still reported. Prints what the progress channel got.
+FIND_FIRST = r"""
+import importlib.util, os, sys
+sys.path.insert(0, sys.argv[1])
+r, w = os.pipe()
+os.environ["RDZV_PROGRESS_FD"] = str(w)
+import rdzv._hooks
+rdzv._hooks.install()
+assert importlib.util.find_spec("torch") is not None
+import torch
+p = torch.nn.Parameter(torch.zeros(1))
+opt = torch.optim.SGD([p], lr=0.1)
+for _ in range(3):
+    p.grad = torch.ones(1)
+    opt.step()
+os.close(w)
+print(os.read(r, 4096).decode(), end="")
+"""
+
+
 class ComputeTest(unittest.TestCase):
+    def test_hooks_count_steps_after_a_find_spec_of_torch(self):
+        python = os.path.join(os.environ.get("RDZV_SOURCE_ROOT", "../.."), "python")
+        p = subprocess.run([sys.executable, "-c", FIND_FIRST, python], capture_output=True,
+                           text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual([ln.split(" compute_ms ")[0] for ln in p.stdout.splitlines()],
+                         ["step 1", "step 2", "step 3"], p.stdout)
+
     def test_wrapped_module_reports_its_compute_time(self):
         port = fixed_port()
         rfd, wfd = os.pipe()
