@@ -88,15 +88,17 @@ static int node_add(struct rdzv_pf_node *nd, uint32_t peer, double mbps)
     return 0;
 }
 
-/* The upper median of the nodes' fastest links, over the nodes that have one (0 if none): a node
- * whose every link is unreachable has no figure, and does not pull the yardstick to 0.
- * Round 1's (probers false): each link of round 1 for both of its nodes. Round 2's links run
- * fewer at a time, so where the links share CPUs (one machine, a busy host) they measure faster,
- * and would raise the yardstick. The probers' (probers true): each link of both rounds for its
- * prober only. A link's figures are its prober's report, so each node gives one figure here, its
- * own. */
+/* Which links a node's fastest link is taken from, for a median. */
+enum pf_best {
+    BEST_ROUND1, /* round 1's, for both of its nodes */
+    BEST_PROBER, /* both rounds', for its prober only: a link's figures are its report */
+};
+
+/* The upper median of the nodes' fastest links (which: pf_best), over the nodes that have one
+ * (0 if none), and *count: how many have one. A node whose every link is unreachable has no
+ * figure, and does not pull the yardstick to 0. */
 static int median_of_best(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks,
-                          bool probers, double *ret)
+                          enum pf_best which, double *ret, size_t *count)
 {
     double *best = malloc((n ? n : 1) * sizeof(*best));
     size_t m = 0;
@@ -108,18 +110,40 @@ static int median_of_best(uint32_t n, const struct rdzv_pf_link *links, size_t n
     for (size_t i = 0; i < nlinks; i++) {
         double mbps = rdzv_pf_link_mbps(&links[i]);
 
-        if (links[i].confirm || (links[i].round2 && !probers))
+        if (links[i].confirm || (links[i].round2 && which == BEST_ROUND1))
             continue;
         if (mbps > best[links[i].a])
             best[links[i].a] = mbps;
-        if (!probers && mbps > best[links[i].b])
+        if (which != BEST_PROBER && mbps > best[links[i].b])
             best[links[i].b] = mbps;
     }
     for (uint32_t i = 0; i < n; i++)
         if (best[i] >= 0)
             best[m++] = best[i];
     *ret = m ? select_kth(best, m, m / 2) : 0;
+    *count = m;
     free(best);
+    return 0;
+}
+
+/* The job's median: round 1's, where every node measures at once under the same load (round
+ * 2's links run fewer at a time, so where links share CPUs they measure faster, and would
+ * raise it). One prober's report raises two nodes' fastest links, its own and its peer's (a
+ * trio's head, three). Where at most RDZV_PF_SMALL_JOB nodes have a figure of round 1 (a small
+ * job, or one with nodes unreachable), that is about half of them: there the probers' median,
+ * one figure from each, bounds it. Not past that: round 2's probers are all suspects, and a
+ * slow rack's own figures would pull it down. */
+static int job_median(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, double *ret)
+{
+    double own;
+    size_t m, k;
+    int r;
+
+    if ((r = median_of_best(n, links, nlinks, BEST_ROUND1, ret, &m)) < 0 ||
+        (r = median_of_best(n, links, nlinks, BEST_PROBER, &own, &k)) < 0)
+        return r;
+    if (m <= RDZV_PF_SMALL_JOB && own > 0 && own < *ret)
+        *ret = own;
     return 0;
 }
 
@@ -149,7 +173,7 @@ static void confirm_clear(uint32_t n, const struct rdzv_pf_link *links, size_t n
 int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, double fraction,
                   struct rdzv_pf_node *nodes, double *median)
 {
-    double med, own, threshold;
+    double med, threshold;
     int r;
 
     if (!(fraction > 0 && fraction < 1))
@@ -167,15 +191,8 @@ int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, d
             (r = node_add(&nodes[l->b], l->a, mbps)) < 0)
             return r;
     }
-    if ((r = median_of_best(n, links, nlinks, false, &med)) < 0 ||
-        (r = median_of_best(n, links, nlinks, true, &own)) < 0)
+    if ((r = job_median(n, links, nlinks, &med)) < 0)
         return r;
-    /* A prober's report raises two nodes' fastest links, its own and its peer's (a trio's
-     * head, three): up to RDZV_PF_SMALL_JOB nodes, that is the median of round 1. There the
-     * probers' median, one figure from each, bounds it. In a larger job round 1 has the
-     * majority, and round 2's probers, all suspects, would pull the probers' median down. */
-    if (n <= RDZV_PF_SMALL_JOB && own > 0 && own < med)
-        med = own;
     if (median)
         *median = med;
     threshold = fraction * med;

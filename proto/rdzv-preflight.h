@@ -5,9 +5,9 @@
  * three form a trio (three links, run one after the other). Each link is measured each way
  * (MB/s, or unreachable). rdzv_pf_judge() then says which links are slow: below `fraction` of
  * the job's median. The median is over round 1's links, where every node measures at once under
- * the same load: each node's fastest one, of the nodes that reached a peer. In a job of at most
- * RDZV_PF_SMALL_JOB nodes it is at most the median of what each prober measured over both
- * rounds (one figure a node): a prober's report raises its peer's fastest link too. A
+ * the same load: each node's fastest one, of the nodes that reached a peer. Where at most
+ * RDZV_PF_SMALL_JOB nodes reached one, it is at most the median of what each prober measured
+ * over both rounds (one figure a node): a prober's report raises its peer's fastest link too. A
  * node with no fast link is a suspect; round 2 (rdzv_pf_round2) pairs each suspect with two nodes
  * that have a fast link, one after the other. Judged again over both rounds, a node is bad when
  * none of its links is fast and at least two of them are slow links to peers that have a fast link
@@ -27,7 +27,7 @@
 #define RDZV_PF_MBPS_MAX 1e7          /* a figure: at most 10 TB/s (PREFLIGHT_REPORT's bound) */
 #define RDZV_PF_FRACTION_DEFAULT 0.25 /* slow: below a quarter of the job's median */
 #define RDZV_PF_NODE_LINKS 4          /* links per node over both rounds: at most 3 are made */
-#define RDZV_PF_SMALL_JOB 5           /* up to this many nodes, the probers' median bounds */
+#define RDZV_PF_SMALL_JOB 5           /* nodes with a figure of round 1 where probers' count */
 
 /* One link between nodes a and b; the transfers of one slot run at the same time, a node's
  * slots one after the other. */
@@ -65,10 +65,11 @@ size_t rdzv_pf_round1(uint32_t n, struct rdzv_pf_link *out);
 /* Judges links[0..nlinks) between n nodes into nodes[0..n): each node's links, which are slow
  * (below fraction x the median of the nodes' fastest links, or unreachable) and its verdict.
  * The median counts the links not marked round2, and leaves out the nodes whose every such link
- * is unreachable; up to RDZV_PF_SMALL_JOB nodes, where the median of each prober's fastest
- * link of both rounds is lower, that is the median. With a median of 0 (no link measured) or
- * no links, nothing is slow: nobody can be told from the others. Links marked confirm are not
- * judged: they clear bad nodes (rdzv_pf_confirm). *median (if not NULL) gets the median.
+ * is unreachable; where at most RDZV_PF_SMALL_JOB nodes are left, and the median of each
+ * prober's fastest link of both rounds is lower, that is the median. With a median of 0 (no
+ * link measured) or no links, nothing is slow: nobody can be told from the others. Links marked
+ * confirm are not judged: they clear bad nodes (rdzv_pf_confirm). *median (if not NULL) gets
+ * the median.
  * 0, -EINVAL (a node index >= n, a node in more than RDZV_PF_NODE_LINKS links, fraction
  * outside (0, 1)) or -ENOMEM. */
 int rdzv_pf_judge(uint32_t n, const struct rdzv_pf_link *links, size_t nlinks, double fraction,

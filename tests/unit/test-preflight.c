@@ -259,6 +259,35 @@ static void test_a_third_of_the_nodes_slow_are_all_found(void)
     tap_note[0] = 0;
 }
 
+/* A dead node leaves fewer figures of round 1, so that a fast pair on one host, or a node that
+ * claims fast links, is half of them in a job of 6 or 7: no honest node is put aside. */
+static void test_a_fast_pair_and_a_dead_node_convict_no_honest_node(void)
+{
+    for (uint32_t n = 6; n <= 7; n++)
+        for (uint32_t dead = 0; dead < n; dead++)
+            for (uint32_t liar = 0; liar <= n; liar++) { /* n: no liar, nodes 0 and 1 on a host */
+                struct sim s;
+
+                if (liar == dead || (liar == n && dead < 2))
+                    continue;
+                sim_init(&s, n);
+                s.dead[dead] = true;
+                if (liar < n) {
+                    s.liar = liar;
+                    s.liar_fast = true;
+                } else {
+                    s.one_host = true;
+                }
+                snprintf(tap_note, sizeof(tap_note), "n %u, dead %u, %s %u", n, dead,
+                         liar < n ? "fast liar" : "one host", liar);
+                run(&s, NULL);
+                for (uint32_t i = 0; i < n; i++)
+                    if (i != dead && i != liar)
+                        ASSERT_FALSE(nodes[i].bad);
+            }
+    tap_note[0] = 0;
+}
+
 /* Two nodes of four on one host (their link ten times the others'): the other two are fine. */
 static void test_a_fast_pair_on_one_host_convicts_nobody(void)
 {
@@ -531,6 +560,7 @@ int main(void)
     TEST(test_a_fast_liar_convicts_nobody);
     TEST(test_a_fast_pair_on_one_host_convicts_nobody);
     TEST(test_a_third_of_the_nodes_slow_are_all_found);
+    TEST(test_a_fast_pair_and_a_dead_node_convict_no_honest_node);
     TEST(test_one_slow_link_to_a_fine_node_convicts_nobody);
     TEST(test_a_dead_link_does_not_zero_the_median);
     TEST(test_an_unreachable_link_between_fine_nodes_convicts_neither);
