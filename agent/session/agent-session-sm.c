@@ -501,8 +501,8 @@ static void on_restart(struct agent_sm *sm, const struct agent_facts *f,
         say(r, RDZV_LOG_WARN, "%s: %s", in_place(sm) ? "re-forming in place" : "restarting",
             e->summary);
         sm->restart_pending = true;
-        if ((sm->dropped || sm->plain) && !sm->workers_gone)
-            add_stop(sm, r, SIGTERM); /* in place: the survivors go too */
+        if ((sm->dropped || sm->plain) && !sm->workers_gone && !sm->stop_sent)
+            add_stop(sm, r, SIGTERM); /* in place, the survivors too; once, if EVENTs repeat */
         if (in_place(sm))
             ready_in_place(sm, f, r);
         else if (sm->workers_gone)

@@ -712,8 +712,9 @@ static void test_start_check_and_fatal_error(void)
 }
 
 /* JOINED as a spare while the workers run: the job went on without this node, so even in place
- * the next restart stops them all. A connection lost once the outcome is known: no reconnect,
- * the session ends once the workers are gone. */
+ * the next restart stops them all, once: the same EVENT again sends no second signal. A
+ * connection lost once the outcome is known: no reconnect, the session ends once the workers
+ * are gone. */
 static void test_dropped_spare_and_lost_after_the_outcome(void)
 {
     struct rig g;
@@ -725,6 +726,8 @@ static void test_dropped_spare_and_lost_after_the_outcome(void)
     ASSERT_TRUE(find(&g, AGENT_DO_HEARTBEAT) >= 0);
     event(&g, "restart", 1, 0);
     ASSERT_TRUE(find(&g, AGENT_DO_STOP) >= 0);
+    event(&g, "restart", 1, 0); /* again, as to an agent back on a new connection */
+    ASSERT_EQ(find(&g, AGENT_DO_STOP), -1);
 
     rig_init(&g, false);
     round_of(&g, 1);
