@@ -148,7 +148,10 @@ static void send_ready(struct agent_sm *sm, const struct agent_facts *f, uint64_
 {
     unsigned n = sm->inplace ? f->running : 0;
 
-    /* Our own workers failed: the node is checked before it offers itself again. */
+    /* Our own workers failed: the node is checked before it offers itself again (the check
+     * for gen runs: HEALTH_OK sends it). */
+    if (sm->has_health && sm->local_failure && gen && sm->ready_waiting == gen)
+        return;
     if (sm->has_health && sm->local_failure && sm->health_ready_gen != gen) {
         sm->health_ready_gen = gen;
         sm->ready_waiting = gen;

@@ -64,6 +64,29 @@ static void test_worker_failure_reported(void)
     ASSERT_EQ(g.sm.state, AG_JOINING);
 }
 
+/* With a health check, a worker's failure here checks the node before its READY: the same
+ * EVENT restart again while the check runs (rdzvd repeats it to an agent back on a new
+ * connection) sends no READY; HEALTH_OK does. */
+static void test_health_check_holds_ready_through_a_repeated_restart(void)
+{
+    struct rig g;
+
+    rig_init(&g, false);
+    g.sm.has_health = true;
+    round_of(&g, 1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = 0, .status = 1});
+    event(&g, "restart", 1, 0);
+    all_exited(&g);
+    ASSERT_TRUE(find(&g, AGENT_DO_HEALTH) >= 0);
+    ASSERT_EQ(find(&g, AGENT_DO_READY), -1);
+    event(&g, "restart", 1, 0);
+    ASSERT_EQ(find(&g, AGENT_DO_READY), -1);
+    ASSERT_EQ(find(&g, AGENT_DO_HEALTH), -1);
+    step(&g, (struct agent_input){.kind = AGENT_IN_HEALTH_OK});
+    ASSERT_TRUE(find(&g, AGENT_DO_READY) >= 0);
+    ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_READY)].gen, 1);
+}
+
 /* EVENT restart while the workers run: stop them, READY once they all exited (not before); the
  * next ROUND starts them again. A restart of another generation is ignored. */
 static void test_restart_then_ready(void)
@@ -744,6 +767,7 @@ int main(void)
     TEST(test_round_starts_workers);
     TEST(test_worker_failure_reported);
     TEST(test_restart_then_ready);
+    TEST(test_health_check_holds_ready_through_a_repeated_restart);
     TEST(test_round_while_stopping);
     TEST(test_round_while_stopping_then_lost);
     TEST(test_log_lines_in_the_ready);
