@@ -53,7 +53,7 @@ EXCEPTIONS = {
     "tests/unit/test-repl-net.c": (1116, "three replicas on one loop, one fixture for every "
                                    "case; to be split by case"),
     "tests/unit/test-repl.c": (953, "libraft's fixture for every case; to be split by case"),
-    "agent/session/agent-session-sm.c": (1026, "the agent's session machine, one concept "
+    "agent/session/agent-session-sm.c": (1028, "the agent's session machine, one concept "
                                          "(issue 74: 1,500 at most). Split in two (a "
                                          "generation's life, the session's end), the walk of "
                                          "agent_session_step went from 2 rooms and 3 returns "

@@ -873,6 +873,8 @@ static void on_joined(struct agent_sm *sm, const struct agent_input *in, struct 
     if (f->pending_exit || (in->resumed && sm->local_failure && sm->state == AG_RESTARTING &&
                             !sm->restart_pending && f->exit_gen == sm->stopping_gen))
         add(r, AGENT_DO_RESEND_EXIT);
+    if (sm->unhealthy && !sm->have_outcome) /* not let go yet: its UNHEALTHY may be lost */
+        add(r, AGENT_DO_UNHEALTHY)->text = sm->reason;
     if (in->spare && !in->resumed) /* at once: --scale-up now takes a joiner in at its first
                                     * HEARTBEAT */
         add(r, AGENT_DO_HEARTBEAT);

@@ -66,17 +66,23 @@ static void test_worker_failure_reported(void)
 
 /* With a health check, a worker's failure here checks the node before its READY: the same
  * EVENT restart again while the check runs (rdzvd repeats it to an agent back on a new
- * connection) sends no READY; HEALTH_OK does. */
+ * connection) sends no READY; HEALTH_OK does. A failed check's UNHEALTHY is said again on a
+ * new connection. */
+static void failed_then_checked(struct rig *g)
+{
+    rig_init(g, false);
+    g->sm.has_health = true;
+    round_of(g, 1);
+    step(g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = 0, .status = 1});
+    event(g, "restart", 1, 0);
+    all_exited(g);
+}
+
 static void test_health_check_holds_ready_through_a_repeated_restart(void)
 {
     struct rig g;
 
-    rig_init(&g, false);
-    g.sm.has_health = true;
-    round_of(&g, 1);
-    step(&g, (struct agent_input){.kind = AGENT_IN_WORKER_EXIT, .local_rank = 0, .status = 1});
-    event(&g, "restart", 1, 0);
-    all_exited(&g);
+    failed_then_checked(&g);
     ASSERT_TRUE(find(&g, AGENT_DO_HEALTH) >= 0);
     ASSERT_EQ(find(&g, AGENT_DO_READY), -1);
     event(&g, "restart", 1, 0);
@@ -85,6 +91,16 @@ static void test_health_check_holds_ready_through_a_repeated_restart(void)
     step(&g, (struct agent_input){.kind = AGENT_IN_HEALTH_OK});
     ASSERT_TRUE(find(&g, AGENT_DO_READY) >= 0);
     ASSERT_EQ(g.r.fx[find(&g, AGENT_DO_READY)].gen, 1);
+
+    /* The check failed, and the UNHEALTHY went with a connection lost: the agent back on a new
+     * one says it again before anything else can place the node. */
+    failed_then_checked(&g);
+    step(&g, (struct agent_input){.kind = AGENT_IN_UNHEALTHY, .text = "bad GPU",
+                                  .facts.connected = true});
+    ASSERT_TRUE(find(&g, AGENT_DO_UNHEALTHY) >= 0);
+    step(&g, (struct agent_input){.kind = AGENT_IN_JOINED, .resumed = true});
+    ASSERT_TRUE(find(&g, AGENT_DO_UNHEALTHY) >= 0);
+    ASSERT_EQ(strcmp(g.r.fx[find(&g, AGENT_DO_UNHEALTHY)].text, "bad GPU"), 0);
 }
 
 /* EVENT restart while the workers run: stop them, READY once they all exited (not before); the
