@@ -386,6 +386,13 @@ class TorchInplace(FaultTestCase):
         agents = self.two("restart", "--recovery", "restart")
         pids = self.wait_workers(agents)
         self.wait_step(agents[0], HIT, agents, timeout=60)
+        # Rank 0 prints its step, then saves the checkpoint: the kill waits for the file, or a
+        # loaded machine's restart may stop rank 0 before it is whole.
+        ckpt = os.path.join(self.ckpt, "ckpt-%08d.pt" % HIT)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(ckpt):
+            self.assertLess(time.monotonic(), deadline, "no checkpoint of step %d" % HIT)
+            time.sleep(0.01)
         os.kill(pids[3], signal.SIGKILL)
         self.finish_job(agents, timeout=120)
         objs = agents[0].rank0()
